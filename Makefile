@@ -1,0 +1,37 @@
+# Two commands set everything up on a fresh machine with Python 3.11 and make:
+#   make demo   compile a preprocessing pipeline for the CPU and compare it with TensorFlow and OpenCV
+#   make test   lint, format check, and the test suite (fast tests; `make test-slow` for the rest)
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: install demo test test-slow lint clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "gdp needs Python 3.11, got " + sys.version' 
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/python samples/demo.py
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+# pytest exits 5 when it collected no test: that is a failure here, never a pass.
+test: lint
+	$(BIN)/python -m pytest; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
+
+test-slow: install
+	$(BIN)/python -m pytest -m slow
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,38 @@
+"""gdp: compile image and data preprocessing into fused tensor programs for NPUs, CPUs and GPUs.
+
+    model = gdp.compile(tf_function)              # or gdp.compile([a, b], [c]) with Keras inputs
+    handle = gdp.run_async(model, {"a": x}, {"c": z}, profile=True)
+    gdp.sync()
+"""
+
+from gdp.errors import (
+    CompileError,
+    ExecutionError,
+    FrontendError,
+    GdpError,
+    InputError,
+    OutputBufferError,
+    TargetError,
+    UnsupportedOpError,
+)
+from gdp.version import __version__
+
+from gdp.api import compile, load, run_async, sync  # noqa: E402,I001 - errors first: all layers use them
+from gdp.model import Model
+
+__all__ = [
+    "CompileError",
+    "ExecutionError",
+    "FrontendError",
+    "GdpError",
+    "InputError",
+    "Model",
+    "OutputBufferError",
+    "TargetError",
+    "UnsupportedOpError",
+    "__version__",
+    "compile",
+    "load",
+    "run_async",
+    "sync",
+]

@@ -1,0 +1,79 @@
+"""The public API, with GDPNPU's names and semantics: compile, run_async, sync, load."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gdp.errors import GdpError
+from gdp.frontend import from_onnx, to_onnx
+from gdp.model import Model
+from gdp.runtime import queue
+from gdp.runtime.targets import Target, get_target
+
+
+def compile(  # noqa: A001 - GDPNPU's name, kept on purpose
+    program: Any,
+    outputs: Sequence | Mapping | None = None,
+    *,
+    target: str | Target = "cpu",
+    input_signature: Sequence | None = None,
+    opset: int | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    **options: Any,
+) -> Model:
+    """Compile preprocessing for a target.
+
+    `program` is a tf.function with an input_signature (or a plain function plus
+    `input_signature=`), a list of Keras symbolic inputs with `outputs` (GDPNPU's form), an ONNX
+    file path, or an `onnx.ModelProto`. A `None` dimension compiles lazily, one model per concrete
+    input shape met at run time.
+    """
+    resolved = get_target(target)  # a bad target fails before any conversion work
+    graph = to_onnx(program, outputs, input_signature=input_signature, opset=opset)
+    return Model(graph, resolved, options, cache_dir=cache_dir)
+
+
+def run_async(
+    model: Model,
+    inputs: Mapping[str, Any] | Sequence | np.ndarray,
+    outputs: Mapping[str, np.ndarray] | None = None,
+    profile: bool = False,
+) -> queue.Task:
+    """Enqueue a run and return at once with a handle (`.wait()`, `.result()`, `.profile`).
+
+    Given output arrays are filled in place when the run ends; missing ones are allocated and
+    returned by `.result()`. Input arrays are read when the run executes: leave them unchanged until
+    the handle is done (as with any asynchronous copy).
+    """
+    if not isinstance(model, Model):
+        raise GdpError(f"run_async: expected a model from gdp.compile, got {type(model).__name__}")
+    return model.submit(inputs, outputs, profile)
+
+
+def sync() -> None:
+    """Wait for everything submitted so far; raise the first failure no handle has reported."""
+    queue.sync()
+
+
+def load(
+    path: str | os.PathLike,
+    *,
+    target: str | Target | None = None,
+    cache_dir: str | os.PathLike | None = None,
+) -> Model:
+    """Load a model written by `Model.save` (or any ONNX file) for `target` (default: the one it
+    was saved with, else cpu). Compiled code comes from the cache when it is there."""
+    graph = from_onnx(Path(path))
+    meta = {p.key: p.value for p in graph.metadata_props}
+    options = json.loads(meta.get("gdp.options", "{}"))
+    resolved = get_target(target or meta.get("gdp.target", "cpu"))
+    return Model(graph, resolved, options, cache_dir=cache_dir)
+
+
+__all__ = ["Model", "compile", "load", "run_async", "sync"]

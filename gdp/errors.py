@@ -1,0 +1,46 @@
+"""The one exception family of gdp.
+
+Every error gdp raises on purpose is a `GdpError`. Errors about a caller's data also derive from the
+builtin the caller would expect (`ValueError`, `TypeError`), so `except ValueError` keeps working.
+This module imports nothing, so every layer (front ends, rewrites, runtime) may use it.
+"""
+
+from __future__ import annotations
+
+
+class GdpError(Exception):
+    """Base class of every error gdp raises on purpose."""
+
+
+class FrontendError(GdpError, ValueError):
+    """The program handed to `gdp.compile` cannot be turned into an ONNX graph."""
+
+
+class UnsupportedOpError(FrontendError):
+    """An operator has no conversion or no backend implementation."""
+
+    def __init__(self, op: str, node: str, detail: str = "") -> None:
+        self.op = op
+        self.node = node
+        msg = f"unsupported op {op!r} at node {node!r}"
+        super().__init__(f"{msg}: {detail}" if detail else msg)
+
+
+class InputError(GdpError, ValueError):
+    """A run was given an input of the wrong name, shape or dtype."""
+
+
+class OutputBufferError(GdpError, ValueError):
+    """A caller-provided output array has the wrong shape or dtype, or cannot be written."""
+
+
+class TargetError(GdpError, ValueError):
+    """An unknown target or backend name, or an option the target does not take."""
+
+
+class CompileError(GdpError):
+    """A backend failed to compile a graph."""
+
+
+class ExecutionError(GdpError):
+    """A compiled model failed while running."""

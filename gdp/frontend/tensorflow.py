@@ -1,0 +1,161 @@
+"""Front ends for TensorFlow: a tf.function (or a Python function plus an input signature), and the
+GDPNPU form, Keras symbolic inputs and outputs. Both become one ONNX graph through tf2onnx.
+
+TensorFlow is imported inside the functions, so `import gdp` and running a cached model never load it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import onnx
+
+from gdp.errors import FrontendError
+from gdp.frontend.common import OPSET, finalize
+
+
+def _quiet_tensorflow():
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    return tf
+
+
+def is_tf_function(obj: Any) -> bool:
+    return callable(obj) and hasattr(obj, "get_concrete_function")
+
+
+def is_keras_tensor(obj: Any) -> bool:
+    cls = type(obj)
+    return cls.__name__ == "KerasTensor" and cls.__module__.split(".")[0] in ("keras", "tf_keras")
+
+
+def from_tf_function(
+    fn: Callable, input_signature: Sequence | None = None, opset: int = OPSET
+) -> onnx.ModelProto:
+    """Convert a tf.function or a plain function with `input_signature` (a list of tf.TensorSpec)."""
+    tf = _quiet_tensorflow()
+    import tf2onnx
+
+    if input_signature is None:
+        input_signature = getattr(fn, "input_signature", None)
+    if input_signature is None:
+        raise FrontendError(
+            f"{getattr(fn, '__name__', fn)!r} has no input_signature: pass a tf.function with "
+            "input_signature=[tf.TensorSpec(shape, dtype, name=...)] or give input_signature="
+        )
+    specs = list(input_signature)
+    for i, spec in enumerate(specs):
+        if not isinstance(spec, tf.TensorSpec):
+            raise FrontendError(
+                f"input_signature[{i}]: expected tf.TensorSpec, got {type(spec).__name__}"
+            )
+    if not is_tf_function(fn):
+        fn = tf.function(fn, input_signature=specs)
+    origin = f"tf.function {getattr(fn, '__name__', 'fn')!r}"
+    try:
+        model, _ = tf2onnx.convert.from_function(fn, input_signature=specs, opset=opset)
+    except Exception as err:
+        raise FrontendError(f"{origin} could not be converted to ONNX: {err}") from err
+    return finalize(_name_positional_outputs(model), origin)
+
+
+def _name_positional_outputs(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A function that returns a tensor or a tuple gets outputs named output_0, output_1, ...
+
+    tf2onnx names them after internal TF nodes ("Identity:0"), which say nothing to a user; a
+    function returning a dict keeps its keys as names.
+    """
+    generated = [o.name for o in model.graph.output if ":" in o.name]
+    if not generated:
+        return model
+    renames = {old: f"output_{i}" for i, old in enumerate(o.name for o in model.graph.output)}
+    for out in model.graph.output:
+        out.name = renames[out.name]
+    for node in model.graph.node:
+        for i, name in enumerate(node.output):
+            if name in renames:
+                node.output[i] = renames[name]
+        for i, name in enumerate(node.input):
+            if name in renames:
+                node.input[i] = renames[name]
+    return model
+
+
+def from_keras(
+    inputs: Sequence, outputs: Sequence | Mapping[str, Any], opset: int = OPSET
+) -> onnx.ModelProto:
+    """The GDPNPU form: `gdp.compile([a, b], [c])` with tf.keras.Input symbolic tensors.
+
+    Keras 3 tensors (`a + b`, `keras.ops.*`, layers) and, under TF_USE_LEGACY_KERAS=1, tf-keras
+    tensors built from raw TF ops (`tf.add(a, b, name="c")`) both work. Outputs are named by the
+    dict keys when a dict is given, else by the op's `name=` or the Keras layer name.
+    """
+    tf = _quiet_tensorflow()
+    inputs = list(inputs)
+    if isinstance(outputs, Mapping):
+        out_names, out_tensors = list(outputs.keys()), list(outputs.values())
+    else:
+        out_tensors = list(outputs)
+        out_names = None
+    for kind, tensors in (("inputs", inputs), ("outputs", out_tensors)):
+        for i, t in enumerate(tensors):
+            if not is_keras_tensor(t):
+                raise FrontendError(
+                    f"{kind}[{i}]: expected a Keras symbolic tensor (tf.keras.Input or an op on "
+                    f"one), got {type(t).__name__}"
+                )
+    legacy = type(inputs[0]).__module__.startswith("tf_keras")
+    if legacy:
+        import tf_keras as keras_mod
+    else:
+        import keras as keras_mod
+    try:
+        kmodel = keras_mod.Model(inputs, out_tensors)
+    except Exception as err:
+        raise FrontendError(f"the Keras inputs and outputs do not form a model: {err}") from err
+    if out_names is None:
+        out_names = _keras_output_names(kmodel, out_tensors, legacy)
+    in_names = [_keras_input_name(t, i) for i, t in enumerate(inputs)]
+    specs = [
+        tf.TensorSpec(t.shape, tf.as_dtype(_dtype_name(t.dtype)), name=n)
+        for t, n in zip(inputs, in_names, strict=True)
+    ]
+
+    def run(*args):
+        result = kmodel(list(args))
+        if not isinstance(result, list | tuple):
+            result = [result]
+        return {name: tf.identity(r) for name, r in zip(out_names, result, strict=True)}
+
+    return from_tf_function(tf.function(run, input_signature=specs), specs, opset)
+
+
+def _dtype_name(dtype: Any) -> str:
+    return getattr(dtype, "name", dtype)
+
+
+def _keras_input_name(tensor: Any, index: int) -> str:
+    name = getattr(tensor, "name", None) or f"input_{index}"
+    return name.split(":")[0]
+
+
+def _keras_output_names(kmodel: Any, tensors: list, legacy: bool) -> list[str]:
+    names = list(kmodel.output_names)
+    if legacy:
+        # tf.add(a, b, name="c") on tf-keras tensors becomes a TFOpLambda layer named after the TF
+        # symbol ("tf.math.add"); the user's name= survives in the call arguments.
+        for i, t in enumerate(tensors):
+            node = getattr(t, "node", None)
+            given = (getattr(node, "call_kwargs", None) or {}).get("name")
+            if given:
+                names[i] = given
+    unique: list[str] = []
+    for name in names:
+        candidate, k = name, 1
+        while candidate in unique:
+            candidate, k = f"{name}_{k}", k + 1
+        unique.append(candidate)
+    return unique

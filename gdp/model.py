@@ -1,0 +1,351 @@
+"""A compiled gdp model: the front end's ONNX graph, a target, and one compiled executable per
+concrete input shape, made on first use and cached in memory and on disk."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from gdp.errors import ExecutionError, InputError, OutputBufferError, TargetError
+from gdp.frontend.common import IR_VERSION
+from gdp.rewrites import apply_rewrites, specialize_shapes
+from gdp.runtime import queue
+from gdp.runtime.backends import Executable, get_backend
+from gdp.runtime.cache import DiskCache, cache_key
+from gdp.runtime.profiling import Profile
+from gdp.runtime.targets import Target
+from gdp.signature import TensorSig, graph_inputs, graph_outputs
+from gdp.version import __version__
+
+# Executables shared by every Model in the process, by cache key.
+_loaded: dict[str, tuple[Executable, dict]] = {}
+_loaded_lock = threading.Lock()
+
+
+@dataclass
+class Specialization:
+    """What one concrete input shape compiled to."""
+
+    key: str
+    executable: Executable
+    onnx: onnx.ModelProto
+    outputs: list[TensorSig]
+    kernels: int
+    rewrites: list[dict]
+    source: str  # "compiled", "disk" (loaded from the disk cache) or "memory"
+    compile_s: float = 0.0
+    load_s: float = 0.0
+    output_index: dict[str, int] = field(default_factory=dict)
+
+
+class Model:
+    def __init__(
+        self,
+        graph: onnx.ModelProto,
+        target: Target,
+        options: Mapping[str, Any] | None = None,
+        cache_dir: str | Path | None = None,
+    ) -> None:
+        self.target = target
+        self._backend = get_backend(target.backend)
+        self.options = dict(options or {})
+        unknown = sorted(set(self.options) - self._backend.options)
+        if unknown:
+            raise TargetError(
+                f"option {unknown[0]!r}: target {target.name!r} takes "
+                f"{sorted(self._backend.options) or 'no options'}"
+            )
+        self._source = graph
+        self.inputs = graph_inputs(graph)
+        self.outputs = graph_outputs(graph)
+        self._cache = DiskCache(cache_dir)
+        self._specialized: dict[tuple, Specialization] = {}
+        self._lock = threading.Lock()
+        self._last: Specialization | None = None
+        if not self._backend.static_shapes or all(sig.static for sig in self.inputs):
+            # Nothing left to learn from the data: compile now, as GDPNPU's compile() did.
+            self._specialization({s.name: s.shape for s in self.inputs})
+
+    # -- names and graphs -------------------------------------------------------------------
+
+    @property
+    def input_names(self) -> list[str]:
+        return [s.name for s in self.inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [s.name for s in self.outputs]
+
+    @property
+    def onnx(self) -> onnx.ModelProto:
+        """The graph the backend received for the most recent input shape (the front end's graph
+        while a model with free dimensions has not run yet)."""
+        return self._last.onnx if self._last is not None else self._source
+
+    @property
+    def source_onnx(self) -> onnx.ModelProto:
+        """The graph as the front end produced it, free dimensions included."""
+        return self._source
+
+    def report(self) -> dict:
+        last = self._last
+        return {
+            "target": self.target.name,
+            "backend": self._backend.name,
+            "precision": "fp32",
+            "rewrites": list(last.rewrites) if last else [],
+            "kernels": last.kernels if last else 0,
+            "cache": last.source if last else None,
+            "compile_s": last.compile_s if last else 0.0,
+            "load_s": last.load_s if last else 0.0,
+            "shapes": [dict(zip(self.input_names, k, strict=True)) for k in self._specialized],
+        }
+
+    def save(self, path: str | Path) -> None:
+        """Write the front end's graph with the target and options; `gdp.load` reads it back and
+        takes compiled code from the cache, so a serving process needs no TensorFlow."""
+        graph = onnx.ModelProto()
+        graph.CopyFrom(self._source)
+        meta = {"gdp.target": self.target.name, "gdp.options": json.dumps(self.options)}
+        for prop in list(graph.metadata_props):
+            if prop.key in meta:
+                graph.metadata_props.remove(prop)
+        for k, v in meta.items():
+            graph.metadata_props.add(key=k, value=v)
+        onnx.save(graph, str(path))
+
+    # -- compilation -----------------------------------------------------------------------
+
+    def _specialization(self, shapes: Mapping[str, tuple]) -> Specialization:
+        shape_key = tuple(tuple(shapes[n]) for n in self.input_names)
+        if not self._backend.static_shapes:
+            shape_key = tuple(s.shape for s in self.inputs)
+        found = self._specialized.get(shape_key)
+        if found is not None:
+            self._last = found
+            return found
+        with self._lock:
+            found = self._specialized.get(shape_key)
+            if found is None:
+                found = self._build(dict(zip(self.input_names, shape_key, strict=True)))
+                self._specialized[shape_key] = found
+        self._last = found
+        return found
+
+    def _build(self, shapes: dict[str, tuple]) -> Specialization:
+        backend = self._backend
+        graph = self._source
+        if backend.static_shapes:
+            try:
+                graph = specialize_shapes(graph, shapes)
+            except Exception as err:
+                raise InputError(f"the graph does not accept input shapes {shapes}: {err}") from err
+        names = (*backend.required_rewrites, *self.target.profile.rewrites)
+        graph, applied = apply_rewrites(graph, names)
+        graph.ir_version = min(graph.ir_version, IR_VERSION)
+        key = cache_key(
+            graph.SerializeToString(deterministic=True),
+            self.target.name,
+            backend.name,
+            backend.fingerprint(),
+            json.dumps(self.options, sort_keys=True, default=str),
+            __version__,
+        )
+        executable, meta, source, compile_s, load_s = self._obtain(key, graph)
+        outputs = graph_outputs(graph)
+        return Specialization(
+            key=key,
+            executable=executable,
+            onnx=graph,
+            outputs=outputs,
+            kernels=meta["kernels"],
+            rewrites=applied,
+            source=source,
+            compile_s=compile_s,
+            load_s=load_s,
+            output_index={s.name: i for i, s in enumerate(outputs)},
+        )
+
+    def _obtain(self, key: str, graph: onnx.ModelProto):
+        with _loaded_lock:
+            hit = _loaded.get(key)
+        if hit is not None:
+            return hit[0], hit[1], "memory", 0.0, 0.0
+        backend = self._backend
+        with self._cache.lock(key):
+            compile_s = 0.0
+            found = self._cache.lookup(key)
+            source = "disk"
+            if found is None:
+                t0 = time.perf_counter()
+                found = self._cache.store(key, lambda d: backend.compile(graph, d, self.options))
+                compile_s = time.perf_counter() - t0
+                source = "compiled"
+            entry, meta = found
+            t0 = time.perf_counter()
+            try:
+                executable = backend.load(entry, meta)
+            except Exception:
+                if source == "compiled":
+                    raise
+                # Checksums matched but the library does not load (another toolchain wrote it):
+                # rebuild it rather than fail the caller.
+                self._cache.discard(key)
+                t1 = time.perf_counter()
+                entry, meta = self._cache.store(key, lambda d: backend.compile(graph, d, self.options))
+                compile_s, source = time.perf_counter() - t1, "compiled"
+                t0 = time.perf_counter()
+                executable = backend.load(entry, meta)
+            load_s = time.perf_counter() - t0
+        with _loaded_lock:
+            _loaded[key] = (executable, meta)
+        return executable, meta, source, compile_s, load_s
+
+    # -- running ---------------------------------------------------------------------------
+
+    def _bind(self, args: Sequence, kwargs: Mapping[str, Any]) -> list[np.ndarray]:
+        """Inputs by position or name -> validated arrays in graph input order."""
+        names = self.input_names
+        if len(args) > len(names):
+            raise InputError(f"expected at most {len(names)} inputs {names}, got {len(args)}")
+        given: dict[str, Any] = dict(zip(names, args, strict=False))
+        for name, value in kwargs.items():
+            if name not in names:
+                raise InputError(f"unknown input {name!r}: expected one of {names}")
+            if name in given:
+                raise InputError(f"input {name!r} given twice (by position and by name)")
+            given[name] = value
+        missing = [n for n in names if n not in given]
+        if missing:
+            raise InputError(f"missing input(s) {missing}: the model takes {names}")
+        return [_check_input(sig, given[sig.name]) for sig in self.inputs]
+
+    def submit(
+        self,
+        inputs: Mapping[str, Any] | Sequence | np.ndarray,
+        outputs: Mapping[str, np.ndarray] | None = None,
+        profile: bool = False,
+    ) -> queue.Task:
+        """Validate, compile for the shape if needed, and enqueue on the target's worker."""
+        if isinstance(inputs, Mapping):
+            arrays = self._bind((), inputs)
+        elif isinstance(inputs, list | tuple):
+            arrays = self._bind(inputs, {})
+        else:
+            arrays = self._bind((inputs,), {})
+        shapes = {s.name: a.shape for s, a in zip(self.inputs, arrays, strict=True)}
+        spec = self._specialization(shapes)
+        buffers = self._check_outputs(spec, outputs or {})
+        task = queue.Task(Profile(self.target.name) if profile else None)
+        run = _Run(self.output_names, spec, arrays, buffers, task.profile)
+        return queue.worker(self.target.name).submit(run, task)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | dict[str, np.ndarray]:
+        """Run synchronously: model(x), model(a=x, b=y) or model({"a": x, "b": y}).
+        One output -> its array; several -> a dict by output name, in output order."""
+        if len(args) == 1 and isinstance(args[0], Mapping) and not kwargs:
+            inputs: Mapping[str, Any] = args[0]
+        else:
+            inputs = dict(zip(self.input_names, self._bind(args, kwargs), strict=True))
+        result = self.submit(inputs).result()
+        return next(iter(result.values())) if len(result) == 1 else result
+
+    def _check_outputs(
+        self, spec: Specialization, outputs: Mapping[str, Any]
+    ) -> dict[str, np.ndarray]:
+        buffers: dict[str, np.ndarray] = {}
+        for name, buf in outputs.items():
+            if name not in spec.output_index:
+                raise OutputBufferError(f"unknown output {name!r}: expected one of {self.output_names}")
+            sig = spec.outputs[spec.output_index[name]]
+            if not isinstance(buf, np.ndarray):
+                raise OutputBufferError(
+                    f"output {name!r}: expected a numpy.ndarray to fill, got {type(buf).__name__}"
+                )
+            if buf.dtype != sig.dtype:
+                raise OutputBufferError(
+                    f"output {name!r}: expected dtype {sig.dtype.name}, got {buf.dtype.name}"
+                )
+            if not buf.flags.writeable:
+                raise OutputBufferError(f"output {name!r}: the array is read-only")
+            if not buf.flags.c_contiguous:
+                raise OutputBufferError(f"output {name!r}: expected a C-contiguous array")
+            view = _fit_shape(buf, sig.shape)
+            if view is None:
+                raise OutputBufferError(
+                    f"output {name!r}: expected shape {sig.describe()}, got {buf.shape}"
+                )
+            buffers[name] = view
+        return buffers
+
+
+class _Run:
+    """One queued execution. Writes the caller's output buffers only after everything succeeded."""
+
+    def __init__(self, names, spec, arrays, buffers, profile) -> None:
+        self.names, self.spec, self.arrays = names, spec, arrays
+        self.buffers, self.profile = buffers, profile
+
+    def __call__(self) -> dict[str, np.ndarray]:
+        results = self.spec.executable.run(self.arrays, self.profile)
+        by_name = {s.name: r for s, r in zip(self.spec.outputs, results, strict=True)}
+        for name, buf in self.buffers.items():
+            got = by_name[name]
+            if got.shape != buf.shape or got.dtype != buf.dtype:
+                raise ExecutionError(
+                    f"output {name!r}: the run produced {got.dtype.name}{list(got.shape)}, which "
+                    f"does not fit the given buffer {buf.dtype.name}{list(buf.shape)}"
+                )
+        t0 = time.perf_counter()
+        out: dict[str, np.ndarray] = {}
+        for name in self.names:
+            if name in self.buffers:
+                np.copyto(self.buffers[name], by_name[name])
+                out[name] = self.buffers[name]
+            else:
+                out[name] = by_name[name]
+        if self.profile is not None:
+            self.profile.copy_out_s += time.perf_counter() - t0
+        return out
+
+
+def _fit_shape(array: np.ndarray, shape: tuple[int | None, ...]) -> np.ndarray | None:
+    """`array` viewed with `shape`, or None. Free dims match anything; leading dims of size 1 may be
+    left out (GDPNPU's listing passes (2, 3) arrays to (1, 2, 3) inputs)."""
+    got = array.shape
+    if len(got) < len(shape):
+        lead = len(shape) - len(got)
+        if all(d == 1 for d in shape[:lead]):
+            shape_tail = shape[lead:]
+            if all(e is None or e == g for e, g in zip(shape_tail, got, strict=True)):
+                return array.reshape((1,) * lead + got)
+        return None
+    if len(got) == len(shape) and all(e is None or e == g for e, g in zip(shape, got, strict=True)):
+        return array
+    return None
+
+
+def _check_input(sig: TensorSig, value: Any) -> np.ndarray:
+    if not isinstance(value, np.ndarray):
+        if not hasattr(value, "__array__"):
+            raise InputError(
+                f"input {sig.name!r}: expected a numpy array {sig.describe()}, got "
+                f"{type(value).__name__}"
+            )
+        value = np.asarray(value)
+    if value.dtype != sig.dtype:
+        raise InputError(
+            f"input {sig.name!r}: expected dtype {sig.dtype.name}, got {value.dtype.name}"
+        )
+    fitted = _fit_shape(value, sig.shape)
+    if fitted is None:
+        raise InputError(f"input {sig.name!r}: expected shape {sig.describe()}, got {value.shape}")
+    return np.ascontiguousarray(fitted)

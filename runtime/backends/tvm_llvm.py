@@ -1,0 +1,125 @@
+"""The cpu target: ONNX -> TVM Relax -> default pipeline (with FuseOps/FuseTIR) -> llvm -> Relax VM.
+
+Compiled models are exported as shared libraries; loading one needs TVM's runtime and a dlopen, not
+its compiler.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import tvm
+from tvm.runtime.vm import VirtualMachine
+
+from gdp.errors import CompileError, UnsupportedOpError
+from gdp.runtime.backends.base import Backend, Executable
+from gdp.runtime.profiling import Profile
+
+LIBRARY = "model.so"
+
+
+def _host_target_dict() -> dict:
+    from tvm.target import codegen
+
+    return {
+        "kind": "llvm",
+        "mcpu": codegen.llvm_get_system_cpu(),
+        "num-cores": os.cpu_count() or 1,
+    }
+
+
+class TvmExecutable(Executable):
+    def __init__(self, library: tvm.runtime.Module) -> None:
+        self.device = tvm.cpu()
+        self.library = library
+        self.vm = VirtualMachine(library, self.device)
+        self._profiling_vm: VirtualMachine | None = None
+        self._kernel_log: list[tuple[str, float]] = []
+        self._kernel_start = 0.0
+
+    def _instrument(self, func, func_symbol, before_run, ret_value, *args) -> int:
+        # Kernels run synchronously on the CPU, so the time between the VM's before and after hooks
+        # is the kernel's time. VM builtins (allocation, shape checks) are not kernels.
+        now = time.perf_counter()
+        if before_run:
+            self._kernel_start = now
+        elif not str(func_symbol).startswith("vm.builtin"):
+            self._kernel_log.append((str(func_symbol), now - self._kernel_start))
+        return 0
+
+    def _vm_for(self, profile: Profile | None) -> VirtualMachine:
+        if profile is None:
+            return self.vm
+        if self._profiling_vm is None:
+            self._profiling_vm = VirtualMachine(self.library, self.device)
+            self._profiling_vm.set_instrument(self._instrument)
+        return self._profiling_vm
+
+    def run(self, inputs: list[np.ndarray], profile: Profile | None = None) -> list[np.ndarray]:
+        vm = self._vm_for(profile)
+        self._kernel_log = []
+        t0 = time.perf_counter()
+        args = [tvm.runtime.tensor(x, self.device) for x in inputs]
+        t1 = time.perf_counter()
+        result = vm["main"](*args)
+        t2 = time.perf_counter()
+        if isinstance(result, tvm.runtime.Tensor):
+            outputs = [result.numpy()]
+        else:
+            outputs = [r.numpy() for r in result]
+        t3 = time.perf_counter()
+        if profile is not None:
+            profile.copy_in_s += t1 - t0
+            profile.execute_s += t2 - t1
+            profile.copy_out_s += t3 - t2
+            profile.kernels.extend(self._kernel_log)
+        return outputs
+
+
+class TvmLlvmBackend(Backend):
+    name = "tvm-llvm"
+    static_shapes = True
+    required_rewrites = ("omit_empty_resize_inputs",)
+
+    def fingerprint(self) -> str:
+        target = _host_target_dict()
+        return f"tvm-{tvm.__version__}-llvm-{target['mcpu']}-{target['num-cores']}"
+
+    def compile(self, model: onnx.ModelProto, outdir: Path, options: dict) -> dict:
+        from tvm import relax
+        from tvm.relax.frontend.onnx import from_onnx
+
+        _check_importable(model)
+        try:
+            mod = from_onnx(model, keep_params_in_input=False)
+        except Exception as err:
+            raise CompileError(f"TVM's Relax ONNX importer failed: {err}") from err
+        target = tvm.target.Target(_host_target_dict())
+        try:
+            with target:
+                mod = relax.get_default_pipeline(target)(mod)
+            kernels = sum(1 for f in mod.functions.values() if isinstance(f, tvm.tirx.PrimFunc))
+            executable = tvm.compile(mod, target=target, relax_pipeline=None)
+            executable.export_library(str(outdir / LIBRARY))
+        except Exception as err:
+            raise CompileError(f"TVM failed to compile the graph for {target}: {err}") from err
+        return {"files": [LIBRARY], "kernels": kernels}
+
+    def load(self, artifact_dir: Path, meta: dict) -> Executable:
+        return TvmExecutable(tvm.runtime.load_module(str(artifact_dir / LIBRARY)))
+
+
+def _check_importable(model: onnx.ModelProto) -> None:
+    """Name the first op (and its node) that TVM's Relax ONNX importer has no converter for."""
+    from tvm.relax.frontend.onnx.onnx_frontend import _get_convert_map
+
+    convertible = _get_convert_map()
+    for node in model.graph.node:
+        if node.op_type not in convertible:
+            raise UnsupportedOpError(
+                node.op_type, node.name, "TVM's Relax ONNX importer has no converter for it"
+            )

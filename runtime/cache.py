@@ -1,0 +1,120 @@
+"""Compiled models, cached in memory and on disk.
+
+An entry is a directory named by its key, holding the backend's files and a manifest.json (written
+last) with each file's size and SHA-256. An entry is built in a private temporary directory and
+renamed into place, so readers see a whole entry or none. Before a library is loaded, its checksums
+are verified: a truncated or corrupted entry is discarded and rebuilt, and is never dlopen'ed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+MANIFEST = "manifest.json"
+FORMAT = 1
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("GDP_CACHE_DIR") or Path.home() / ".cache" / "gdp")
+
+
+def cache_key(*parts: bytes | str) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        data = part.encode() if isinstance(part, str) else part
+        digest.update(len(data).to_bytes(8, "little"))
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class DiskCache:
+    def __init__(self, root: Path | str | None = None) -> None:
+        self.root = Path(root) if root is not None else default_cache_dir()
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    def _ensure_root(self) -> None:
+        if not self.root.is_dir():
+            # Private to the user: compiled libraries are code this process will load.
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.chmod(self.root, 0o700)
+
+    def lock(self, key: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(key, threading.Lock())
+
+    def lookup(self, key: str) -> tuple[Path, dict] | None:
+        """The entry's directory and metadata, or None if absent; a damaged entry is discarded."""
+        entry = self.root / key
+        if not entry.is_dir():
+            return None
+        meta = self._verify(entry)
+        if meta is None:
+            self.discard(key)
+        return None if meta is None else (entry, meta)
+
+    def _verify(self, entry: Path) -> dict | None:
+        try:
+            manifest = json.loads((entry / MANIFEST).read_text())
+            if manifest.get("format") != FORMAT:
+                return None
+            for name, expected in manifest["files"].items():
+                path = entry / name
+                if path.stat().st_size != expected["size"] or _sha256(path) != expected["sha256"]:
+                    return None
+            return manifest["meta"]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    def store(self, key: str, build: Callable[[Path], dict]) -> tuple[Path, dict]:
+        """Run `build(tmpdir)` (which writes files there and returns metadata naming them under
+        "files") and publish the result atomically under `key`."""
+        self._ensure_root()
+        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:16]}-", dir=self.root))
+        try:
+            meta = build(tmp)
+            files = {
+                name: {"size": (tmp / name).stat().st_size, "sha256": _sha256(tmp / name)}
+                for name in meta["files"]
+            }
+            manifest = {"format": FORMAT, "files": files, "meta": meta}
+            (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
+            entry = self.root / key
+            try:
+                os.rename(tmp, entry)
+            except OSError:
+                # Another process published the same key first; theirs is as good as ours.
+                found = self.lookup(key)
+                if found is None:
+                    raise
+                return found
+            return entry, meta
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def discard(self, key: str) -> None:
+        entry = self.root / key
+        if not entry.exists():
+            return
+        # Rename first so no reader ever sees a half-deleted entry.
+        trash = Path(tempfile.mkdtemp(prefix=".trash-", dir=self.root))
+        try:
+            os.rename(entry, trash / key)
+        except OSError:
+            pass
+        shutil.rmtree(trash, ignore_errors=True)

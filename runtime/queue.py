@@ -1,0 +1,133 @@
+"""Asynchronous execution: one worker thread per target, FIFO, and handles to wait on.
+
+A backend's executables are used from their target's worker thread only, so a VM that is not
+thread-safe is never entered twice at once; callers on any thread just enqueue.
+"""
+
+from __future__ import annotations
+
+import atexit
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from gdp.errors import ExecutionError, GdpError
+from gdp.runtime.profiling import Profile
+
+
+class Task:
+    """The handle `gdp.run_async` returns."""
+
+    def __init__(self, profile: Profile | None = None) -> None:
+        self._done = threading.Event()
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._observed = False
+        self.profile = profile
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the task ends (or `timeout` seconds); True if it ended."""
+        return self._done.wait(timeout)
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The task's outputs (a dict name -> array); raises the task's error if it failed."""
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"task not finished after {timeout} s")
+        self._observed = True
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+    def _unreported(self) -> bool:
+        return self._error is not None and not self._observed
+
+    def _finish(self, value: Any = None, error: BaseException | None = None) -> None:
+        self._value, self._error = value, error
+        self._done.set()
+
+
+class Worker:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name=f"gdp-{name}", daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable[[], Any], task: Task) -> Task:
+        _pending.add(task)
+        self._queue.put((fn, task))
+        return task
+
+    def _loop(self) -> None:
+        while True:
+            fn, task = self._queue.get()
+            try:
+                value = fn()
+            except GdpError as err:
+                task._finish(error=err)
+            except Exception as err:  # a backend failure must not kill the worker
+                wrapped = ExecutionError(f"run on {self.name} failed: {type(err).__name__}: {err}")
+                wrapped.__cause__ = err
+                task._finish(error=wrapped)
+            else:
+                task._finish(value)
+
+
+class _Pending:
+    def __init__(self) -> None:
+        self._tasks: list[Task] = []
+        self._lock = threading.Lock()
+
+    def add(self, task: Task) -> None:
+        with self._lock:
+            if len(self._tasks) >= 1024:
+                # Forget finished tasks that sync() has nothing left to report about.
+                self._tasks = [t for t in self._tasks if not t.done() or t._unreported()]
+            self._tasks.append(task)
+
+    def drain(self) -> list[Task]:
+        with self._lock:
+            tasks, self._tasks = self._tasks, []
+        return tasks
+
+
+_pending = _Pending()
+_workers: dict[str, Worker] = {}
+_workers_lock = threading.Lock()
+
+
+def worker(name: str) -> Worker:
+    with _workers_lock:
+        if name not in _workers:
+            _workers[name] = Worker(name)
+        return _workers[name]
+
+
+def sync() -> None:
+    """Wait for every task submitted so far. If any failed and its error was not taken through
+    `result()`, raise the first such error once all have ended, so failures are never silent."""
+    failed: list[Task] = []
+    while tasks := _pending.drain():
+        for task in tasks:
+            task.wait()
+            if task._unreported():
+                failed.append(task)
+    for task in failed:
+        task._observed = True
+    if failed:
+        error = failed[0]._error
+        if len(failed) > 1:
+            error.add_note(f"{len(failed) - 1} more task(s) failed too; use each handle's result()")
+        raise error
+
+
+def _drain_at_exit() -> None:
+    for task in _pending.drain():
+        task.wait()
+
+
+atexit.register(_drain_at_exit)
