@@ -71,6 +71,9 @@ def load(
     was saved with, else cpu). Compiled code comes from the cache when it is there."""
     graph = from_onnx(Path(path))
     meta = {p.key: p.value for p in graph.metadata_props}
+    # gdp's own keys are not part of the program: drop them so the cache key matches the original.
+    for prop in [p for p in graph.metadata_props if p.key.startswith("gdp.")]:
+        graph.metadata_props.remove(prop)
     options = json.loads(meta.get("gdp.options", "{}"))
     resolved = get_target(target or meta.get("gdp.target", "cpu"))
     return Model(graph, resolved, options, cache_dir=cache_dir)

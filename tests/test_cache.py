@@ -1,0 +1,111 @@
+"""The compile cache: shared across processes, atomic, private, and robust to damage."""
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+import gdp
+import gdp.model
+from tests.models import affine, affine_oracle
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# A fresh process that compiles the ONNX file and prints where the code came from. It imports
+# neither TensorFlow nor TVM's ONNX importer unless it must compile.
+CHILD = """
+import sys, json, numpy as np, gdp
+model = gdp.compile(sys.argv[1])
+x = np.full((5, 6, 3), 2.0, np.float32)
+y = model(x)
+mods = sys.modules
+print(json.dumps({"cache": model.report()["cache"], "y": float(y[0, 0, 0]),
+                  "tensorflow": "tensorflow" in mods,
+                  "importer": "tvm.relax.frontend.onnx" in mods}))
+"""
+
+
+def run_child(onnx_path: Path, cache_dir: Path) -> dict:
+    env = dict(os.environ, GDP_CACHE_DIR=str(cache_dir))
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(onnx_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_second_process_loads_instead_of_compiling(tmp_path):
+    path = tmp_path / "affine.onnx"
+    onnx.save(affine((5, 6, 3)), path)
+    cache = tmp_path / "cache"
+    first = run_child(path, cache)
+    second = run_child(path, cache)
+    assert first["cache"] == "compiled" and first["importer"]
+    assert second["cache"] == "disk"
+    assert not second["importer"] and not second["tensorflow"]
+    assert first["y"] == second["y"] == 5.0
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o700
+
+
+def replace_bytes(path: Path, data: bytes) -> None:
+    tmp = path.with_suffix(".new")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _entry(cache: Path) -> Path:
+    entries = [p for p in cache.iterdir() if not p.name.startswith(".")]
+    assert len(entries) == 1
+    return entries[0]
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "manifest", "missing"])
+def test_damaged_entry_is_rebuilt_not_loaded(tmp_path, damage, monkeypatch):
+    monkeypatch.setattr(gdp.model, "_loaded", {})  # loaded code is shared by cache key
+    cache = tmp_path / "cache"
+    proto = affine((3, 4, 3), scale=3.0)
+    x = np.random.default_rng(0).random((3, 4, 3), np.float32)
+    model = gdp.compile(proto, cache_dir=cache)
+    assert model.report()["cache"] == "compiled"
+    entry = _entry(cache)
+    library = entry / "model.so"
+    # Damage goes through a new file: this process has the library mapped, and rewriting a mapped
+    # file in place would crash it (SIGBUS), whatever gdp did.
+    if damage == "truncate":
+        replace_bytes(library, library.read_bytes()[:100])
+    elif damage == "flip":
+        data = bytearray(library.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        replace_bytes(library, bytes(data))
+    elif damage == "manifest":
+        (entry / "manifest.json").write_text("{ not json")
+    else:
+        library.unlink()
+    # Forget the in-process copy, as a new process would not have it.
+    monkeypatch.setattr(gdp.model, "_loaded", {})
+    again = gdp.compile(proto, cache_dir=cache)
+    assert again.report()["cache"] == "compiled"
+    np.testing.assert_array_equal(again(x), affine_oracle(x, scale=3.0))
+    manifest = json.loads((_entry(cache) / "manifest.json").read_text())
+    assert manifest["files"]["model.so"]["size"] == (_entry(cache) / "model.so").stat().st_size
+
+
+def test_same_graph_hits_memory_and_different_options_miss(tmp_path):
+    cache = tmp_path / "cache"
+    gdp.compile(affine((2, 2, 3)), cache_dir=cache)
+    assert gdp.compile(affine((2, 2, 3)), cache_dir=cache).report()["cache"] == "memory"
+    other = gdp.compile(affine((2, 2, 3), shift=5.0), cache_dir=cache)
+    assert other.report()["cache"] == "compiled"
+    assert len([p for p in cache.iterdir() if not p.name.startswith(".")]) == 2
+    assert not [p for p in cache.iterdir() if p.name.startswith(".tmp")]  # no leftovers

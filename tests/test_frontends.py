@@ -1,0 +1,128 @@
+"""Every front end against TensorFlow's own output on real photos (fp32, max abs diff <= 1e-5)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import keras
+import numpy as np
+import onnx
+import pytest
+import tensorflow as tf
+import tf2onnx
+
+import gdp
+from tests.pipelines import NORMALIZE_BLUR, normalize_blur
+
+ROOT = Path(__file__).resolve().parents[1]
+TOL = 1e-5
+
+
+def assert_matches_tf(result: dict, expected: dict) -> None:
+    assert set(result) == set(expected)
+    for name, want in expected.items():
+        want = np.asarray(want)
+        assert result[name].shape == want.shape, name
+        assert result[name].dtype == want.dtype, name
+        np.testing.assert_allclose(result[name], want, rtol=0, atol=TOL, err_msg=name)
+
+
+@pytest.mark.parametrize("target", ["cpu", "reference"])
+def test_tf_function_with_free_dims_compiles_per_shape(photos, target):
+    model = gdp.compile(NORMALIZE_BLUR, target=target)
+    assert model.input_names == ["image"]
+    assert model.output_names == ["chw", "mean"]
+    for photo in photos:
+        assert_matches_tf(model(photo), NORMALIZE_BLUR(photo))
+    shapes = model.report()["shapes"]
+    if target == "cpu":  # one specialised model per concrete shape
+        assert [s["image"] for s in shapes] == [p.shape for p in photos]
+        assert model.onnx.graph.input[0].type.tensor_type.shape.dim[0].dim_value == 300
+    else:  # onnxruntime takes free dimensions as they are
+        assert len(shapes) == 1
+
+
+def test_plain_function_with_input_signature(photos):
+    photo = photos[1]
+    spec = [tf.TensorSpec(photo.shape, tf.uint8, name="pixels")]
+    model = gdp.compile(normalize_blur, input_signature=spec)
+    assert model.input_names == ["pixels"]
+    assert_matches_tf(model(pixels=photo), NORMALIZE_BLUR(photo))
+    assert model.report()["kernels"] >= 1
+
+
+def test_positional_outputs_are_named_in_order(photos):
+    @tf.function(input_signature=[tf.TensorSpec([None, None, 3], tf.uint8, name="x")])
+    def two(x):
+        f = tf.cast(x, tf.float32)
+        return f * 2.0, tf.reduce_max(f, axis=2)
+
+    model = gdp.compile(two)
+    assert model.output_names == ["output_0", "output_1"]
+    got = model(photos[2])
+    want = two(photos[2])
+    assert_matches_tf(got, {"output_0": want[0], "output_1": want[1]})
+
+
+def test_keras3_inputs_and_ops(photos):
+    photo = photos[0].astype(np.float32)
+    a = keras.Input(shape=photo.shape, batch_size=1, name="a", dtype="float32")
+    b = keras.Input(shape=photo.shape, batch_size=1, name="b", dtype="float32")
+    c = keras.ops.add(a, b) * 0.5
+    d = keras.ops.sqrt(keras.ops.maximum(a - b, 0.0))
+    model = gdp.compile([a, b], {"avg": c, "diff": d})
+    assert model.input_names == ["a", "b"]
+    assert model.output_names == ["avg", "diff"]
+    other = np.flip(photo, axis=1).copy()
+    want = keras.Model([a, b], {"avg": c, "diff": d})([photo[None], other[None]])
+    assert_matches_tf(model(a=photo[None], b=other[None]), {k: v.numpy() for k, v in want.items()})
+
+
+def test_keras3_output_names_from_layers():
+    a = tf.keras.Input(shape=(2, 3), batch_size=1, name="a", dtype=tf.float32)
+    b = tf.keras.Input(shape=(2, 3), batch_size=1, name="b", dtype=tf.float32)
+    c = tf.keras.layers.Add(name="c")([a, b])
+    model = gdp.compile([a, b], [c])
+    assert model.output_names == ["c"]
+
+
+def test_thesis_listing_runs_under_legacy_keras():
+    """samples/hello.py: raw tf.add on tf.keras.Input, as the thesis wrote it."""
+    env = dict(os.environ, TF_USE_LEGACY_KERAS="1")
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "samples" / "hello.py")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "[[2. 2. 2.]\n [2. 2. 2.]]" in out.stdout
+    assert "kernel:" in out.stdout  # the profile printed per-kernel device times
+
+
+@pytest.mark.parametrize("as_path", [True, False])
+def test_onnx_file_and_model_proto(photos, tmp_path, as_path):
+    photo = photos[0]
+    proto, _ = tf2onnx.convert.from_function(
+        NORMALIZE_BLUR, input_signature=NORMALIZE_BLUR.input_signature, opset=15
+    )
+    path = tmp_path / "pipeline.onnx"
+    onnx.save(proto, path)
+    model = gdp.compile(str(path) if as_path else proto)
+    assert_matches_tf(model(image=photo), NORMALIZE_BLUR(photo))
+    # The caller's proto is never modified.
+    assert proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param
+
+
+def test_saved_model_loads_without_recompiling(photos, tmp_path):
+    model = gdp.compile(NORMALIZE_BLUR)
+    photo = photos[2]
+    first = model(photo)
+    model.save(tmp_path / "m.onnx")
+    loaded = gdp.load(tmp_path / "m.onnx")
+    assert loaded.target.name == "cpu"
+    assert_matches_tf(loaded(photo), NORMALIZE_BLUR(photo))
+    assert loaded.report()["cache"] == "memory"
+    np.testing.assert_array_equal(loaded(photo)["chw"], first["chw"])

@@ -1,0 +1,115 @@
+"""compile / run_async / sync semantics, profiling and the report."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import gdp
+from gdp.runtime import queue
+from tests.models import affine, affine_oracle
+
+
+@pytest.fixture(scope="module")
+def model():
+    return gdp.compile(affine((64, 48, 3)))
+
+
+def test_run_async_returns_before_the_work_ends(model):
+    # Hold the cpu worker on an event, so the run cannot have started when run_async returns.
+    release = threading.Event()
+    blocker = queue.worker("cpu").submit(release.wait, queue.Task())
+    x = np.random.default_rng(0).random((64, 48, 3), np.float32)
+    z = np.zeros((64, 48, 3), np.float32)
+    handle = gdp.run_async(model, {"x": x}, {"y": z})
+    assert not handle.done()
+    assert not z.any()  # nothing written yet
+    release.set()
+    gdp.sync()
+    assert blocker.done() and handle.done()
+    np.testing.assert_array_equal(z, affine_oracle(x))
+    assert handle.result()["y"] is z
+
+
+def test_missing_outputs_are_allocated(model):
+    x = np.random.default_rng(1).random((64, 48, 3), np.float32)
+    handle = gdp.run_async(model, [x])
+    out = handle.result()
+    assert list(out) == ["y"]
+    np.testing.assert_array_equal(out["y"], affine_oracle(x))
+    np.testing.assert_array_equal(model(x), affine_oracle(x))
+    np.testing.assert_array_equal(model(x=x), affine_oracle(x))
+
+
+def test_eight_threads_fifty_calls_each_get_their_own_result(model):
+    rng = np.random.default_rng(2)
+    inputs = rng.random((8, 50, 64, 48, 3), np.float32)
+    outputs = np.zeros_like(inputs)
+    handles: list = [[None] * 50 for _ in range(8)]
+
+    def submit(t: int) -> None:
+        for i in range(50):
+            handles[t][i] = gdp.run_async(model, {"x": inputs[t, i]}, {"y": outputs[t, i]})
+
+    threads = [threading.Thread(target=submit, args=(t,)) for t in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    gdp.sync()
+    assert all(h.done() for row in handles for h in row)
+    np.testing.assert_array_equal(outputs, affine_oracle(inputs))
+
+
+def test_profile_has_host_phases_and_kernels(model):
+    x = np.ones((64, 48, 3), np.float32)
+    handle = gdp.run_async(model, {"x": x}, profile=True)
+    handle.wait()
+    prof = handle.profile
+    assert prof.execute_s > 0 and prof.copy_in_s >= 0 and prof.copy_out_s >= 0
+    assert prof.kernels and all(s >= 0 for _, s in prof.kernels)
+    table = str(prof)
+    assert "host: execute" in table and "kernel: " in table
+    assert gdp.run_async(model, {"x": x}).profile is None
+
+
+def test_report(model):
+    report = model.report()
+    assert report["target"] == "cpu"
+    assert report["precision"] == "fp32"
+    assert report["rewrites"] == []
+    assert report["kernels"] >= 1
+    assert report["cache"] in ("compiled", "disk", "memory")
+    assert model.onnx.graph.input[0].name == "x"
+
+
+def test_dynamic_model_compiles_each_shape_once():
+    model = gdp.compile(affine())
+    assert model.report()["shapes"] == []
+    for shape in [(4, 5, 3), (7, 2, 3), (4, 5, 3)]:
+        x = np.random.default_rng(3).random(shape, np.float32)
+        np.testing.assert_array_equal(model(x), affine_oracle(x))
+    assert [s["x"] for s in model.report()["shapes"]] == [(4, 5, 3), (7, 2, 3)]
+
+
+def test_sync_reports_a_failure_nobody_looked_at(model):
+    def boom():
+        raise RuntimeError("device fell over")
+
+    queue.worker("cpu").submit(boom, queue.Task())
+    with pytest.raises(gdp.ExecutionError, match="device fell over"):
+        gdp.sync()
+    gdp.sync()  # reported once, then forgotten
+    # The worker survived: the model still runs.
+    x = np.ones((64, 48, 3), np.float32)
+    np.testing.assert_array_equal(model(x), affine_oracle(x))
+
+
+def test_leading_unit_dims_may_be_left_out():
+    """GDPNPU's listing passes (2, 3) arrays to inputs of shape (1, 2, 3)."""
+    model = gdp.compile(affine((1, 2, 3)))
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    z = np.zeros((2, 3), np.float32)
+    gdp.run_async(model, {"x": x}, {"y": z})
+    gdp.sync()
+    np.testing.assert_array_equal(z, affine_oracle(x))
