@@ -1,10 +1,11 @@
 """gdp: compile image and data preprocessing into fused tensor programs for NPUs, CPUs and GPUs.
 
-    model = gdp.compile(tf_function)              # or gdp.compile([a, b], [c]) with Keras inputs
-    handle = gdp.run_async(model, {"a": x}, {"c": z}, profile=True)
-    gdp.sync()
+model = gdp.compile(tf_function)              # or gdp.compile([a, b], [c]) with Keras inputs
+handle = gdp.run_async(model, {"a": x}, {"c": z}, profile=True)
+gdp.sync()
 """
 
+from gdp.api import compile, load, run_async, sync  # noqa: E402,I001 - errors first: all layers use them
 from gdp.errors import (
     CompileError,
     ExecutionError,
@@ -15,10 +16,8 @@ from gdp.errors import (
     TargetError,
     UnsupportedOpError,
 )
-from gdp.version import __version__
-
-from gdp.api import compile, load, run_async, sync  # noqa: E402,I001 - errors first: all layers use them
 from gdp.model import Model
+from gdp.version import __version__
 
 __all__ = [
     "CompileError",

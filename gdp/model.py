@@ -200,7 +200,9 @@ class Model:
                 # rebuild it rather than fail the caller.
                 self._cache.discard(key)
                 t1 = time.perf_counter()
-                entry, meta = self._cache.store(key, lambda d: backend.compile(graph, d, self.options))
+                entry, meta = self._cache.store(
+                    key, lambda d: backend.compile(graph, d, self.options)
+                )
                 compile_s, source = time.perf_counter() - t1, "compiled"
                 t0 = time.perf_counter()
                 executable = backend.load(entry, meta)
@@ -264,7 +266,9 @@ class Model:
         buffers: dict[str, np.ndarray] = {}
         for name, buf in outputs.items():
             if name not in spec.output_index:
-                raise OutputBufferError(f"unknown output {name!r}: expected one of {self.output_names}")
+                raise OutputBufferError(
+                    f"unknown output {name!r}: expected one of {self.output_names}"
+                )
             sig = spec.outputs[spec.output_index[name]]
             if not isinstance(buf, np.ndarray):
                 raise OutputBufferError(

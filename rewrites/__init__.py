@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import onnx
-
 from gdp.rewrites.canonicalize import omit_empty_resize_inputs
 from gdp.rewrites.specialize import specialize_shapes
 

@@ -8,6 +8,7 @@ are verified: a truncated or corrupted entry is discarded and rebuilt, and is ne
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -113,8 +114,6 @@ class DiskCache:
             return
         # Rename first so no reader ever sees a half-deleted entry.
         trash = Path(tempfile.mkdtemp(prefix=".trash-", dir=self.root))
-        try:
+        with contextlib.suppress(OSError):  # another process discarded it first
             os.rename(entry, trash / key)
-        except OSError:
-            pass
         shutil.rmtree(trash, ignore_errors=True)

@@ -12,8 +12,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from gdp.errors import ExecutionError, GdpError
 from gdp.runtime.profiling import Profile
+
+from gdp.errors import ExecutionError, GdpError
 
 
 class Task:

@@ -31,7 +31,9 @@ TARGETS: dict[str, Target] = {
     t.name: t
     for t in [
         Target("cpu", "tvm-llvm", doc="this machine's CPU through TVM Relax (llvm, native mcpu)"),
-        Target("reference", "onnxruntime", doc="onnxruntime fp32 on the front end's graph: the oracle"),
+        Target(
+            "reference", "onnxruntime", doc="onnxruntime fp32 on the front end's graph: the oracle"
+        ),
     ]
 }
 

@@ -7,7 +7,7 @@ from onnx import TensorProto, helper
 
 def affine(shape=(None, None, 3), name="x", scale=2.0, shift=1.0) -> onnx.ModelProto:
     """y = x * scale + shift, float32; the oracle is the same NumPy expression."""
-    dims = ["d%d" % i if d is None else d for i, d in enumerate(shape)]
+    dims = [f"d{i}" if d is None else d for i, d in enumerate(shape)]
     graph = helper.make_graph(
         [
             helper.make_node("Mul", [name, "scale"], ["scaled"]),

@@ -44,9 +44,18 @@ def test_op_the_backend_cannot_import_names_op_and_node():
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda m: m(z=np.zeros((8, 8, 3), np.float32)), r"unknown input 'z': expected one of \['x'\]"),
-        (lambda m: m(np.zeros((8, 8, 4), np.float32)), r"input 'x': expected shape float32\[8, 8, 3\], got \(8, 8, 4\)"),
-        (lambda m: m(np.zeros((8, 8, 3), np.float64)), r"input 'x': expected dtype float32, got float64"),
+        (
+            lambda m: m(z=np.zeros((8, 8, 3), np.float32)),
+            r"unknown input 'z': expected one of \['x'\]",
+        ),
+        (
+            lambda m: m(np.zeros((8, 8, 4), np.float32)),
+            r"input 'x': expected shape float32\[8, 8, 3\], got \(8, 8, 4\)",
+        ),
+        (
+            lambda m: m(np.zeros((8, 8, 3), np.float64)),
+            r"input 'x': expected dtype float32, got float64",
+        ),
         (lambda m: m(), r"missing input\(s\) \['x'\]"),
         (lambda m: m([[1.0]]), r"input 'x': expected a numpy array"),
         (lambda m: m(np.zeros((8, 8, 3), np.float32), np.zeros(1)), r"expected at most 1 inputs"),
@@ -62,8 +71,14 @@ def _bad_buffers():
     readonly.flags.writeable = False
     strided = np.zeros((8, 8, 6), np.float32)[:, :, ::2]
     return [
-        ({"y": np.zeros((8, 8), np.float32)}, r"output 'y': expected shape float32\[8, 8, 3\], got \(8, 8\)"),
-        ({"y": np.zeros((8, 8, 3), np.float16)}, r"output 'y': expected dtype float32, got float16"),
+        (
+            {"y": np.zeros((8, 8), np.float32)},
+            r"output 'y': expected shape float32\[8, 8, 3\], got \(8, 8\)",
+        ),
+        (
+            {"y": np.zeros((8, 8, 3), np.float16)},
+            r"output 'y': expected dtype float32, got float16",
+        ),
         ({"y": readonly}, r"output 'y': the array is read-only"),
         ({"y": strided}, r"output 'y': expected a C-contiguous array"),
         ({"y": [0.0]}, r"output 'y': expected a numpy.ndarray"),
@@ -102,7 +117,9 @@ def test_failed_call_writes_no_partial_output():
 
 
 def test_unknown_target_and_option():
-    with pytest.raises(gdp.TargetError, match=r"target: expected one of \['cpu', 'reference'\], got 'tpu'"):
+    with pytest.raises(
+        gdp.TargetError, match=r"target: expected one of \['cpu', 'reference'\], got 'tpu'"
+    ):
         gdp.compile(affine(), target="tpu")
     with pytest.raises(gdp.TargetError, match="option 'fast'"):
         gdp.compile(affine(), fast=True)

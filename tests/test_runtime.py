@@ -4,9 +4,9 @@ import threading
 
 import numpy as np
 import pytest
+from gdp.runtime import queue
 
 import gdp
-from gdp.runtime import queue
 from tests.models import affine, affine_oracle
 
 

@@ -41,7 +41,8 @@ def to_onnx(
         return from_tf_function(program, input_signature, opset or OPSET)
     raise FrontendError(
         "gdp.compile takes a tf.function, a function with input_signature=, a list of Keras "
-        f"inputs with outputs, an ONNX file path or an onnx.ModelProto; got {type(program).__name__}"
+        "inputs with outputs, an ONNX file path or an onnx.ModelProto; "
+        f"got {type(program).__name__}"
     )
 
 

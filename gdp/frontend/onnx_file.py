@@ -34,6 +34,7 @@ def from_onnx(source: str | os.PathLike | onnx.ModelProto) -> onnx.ModelProto:
             model = onnx.version_converter.convert_version(model, MIN_OPSET)
         except Exception as err:
             raise FrontendError(
-                f"{origin} uses opset {opset}; expected >= {MIN_OPSET} and the conversion failed: {err}"
+                f"{origin} uses opset {opset}; expected >= {MIN_OPSET}, and converting it "
+                f"failed: {err}"
             ) from err
     return finalize(model, origin)

@@ -1,7 +1,8 @@
 """Front ends for TensorFlow: a tf.function (or a Python function plus an input signature), and the
 GDPNPU form, Keras symbolic inputs and outputs. Both become one ONNX graph through tf2onnx.
 
-TensorFlow is imported inside the functions, so `import gdp` and running a cached model never load it.
+TensorFlow is imported inside the functions, so `import gdp` and running a cached model never
+load it.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def is_keras_tensor(obj: Any) -> bool:
 def from_tf_function(
     fn: Callable, input_signature: Sequence | None = None, opset: int = OPSET
 ) -> onnx.ModelProto:
-    """Convert a tf.function or a plain function with `input_signature` (a list of tf.TensorSpec)."""
+    """Convert a tf.function, or a plain function with `input_signature` (tf.TensorSpec list)."""
     tf = _quiet_tensorflow()
     import tf2onnx
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import importlib
 
-from gdp.errors import TargetError
 from gdp.runtime.backends.base import Backend, Executable
+
+from gdp.errors import TargetError
 
 __all__ = ["BACKENDS", "Backend", "Executable", "get_backend"]
 

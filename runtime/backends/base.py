@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-
 from gdp.runtime.profiling import Profile
 
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import onnx
 import tvm
+from gdp.runtime.backends.base import Backend, Executable
+from gdp.runtime.profiling import Profile
 from tvm.runtime.vm import VirtualMachine
 
 from gdp.errors import CompileError, UnsupportedOpError
-from gdp.runtime.backends.base import Backend, Executable
-from gdp.runtime.profiling import Profile
 
 LIBRARY = "model.so"
 

@@ -1,0 +1,52 @@
+"""Side-by-side timing: peers run interleaved in one process on the same input, reported as
+medians with min and max, and as ratios to a baseline. Speed claims come from here, never tests."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass
+class Timing:
+    name: str
+    seconds: list[float]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+
+def compare(
+    peers: dict[str, Callable[[], object]], runs: int = 30, warmup: int = 3
+) -> dict[str, Timing]:
+    """Time each peer `runs` times, round-robin so drift in machine load hits all alike."""
+    if runs < 1:
+        raise ValueError(f"runs: expected >= 1, got {runs}")
+    for fn in peers.values():
+        for _ in range(warmup):
+            fn()
+    timings = {name: Timing(name, []) for name in peers}
+    for _ in range(runs):
+        for name, fn in peers.items():
+            t0 = time.perf_counter()
+            fn()
+            timings[name].seconds.append(time.perf_counter() - t0)
+    return timings
+
+
+def table(timings: dict[str, Timing], baseline: str) -> str:
+    """Markdown: median / min / max in ms, and the baseline's median over each peer's median."""
+    base = timings[baseline].median
+    lines = [
+        f"| peer | median ms | min ms | max ms | speedup vs {baseline} |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for t in timings.values():
+        lines.append(
+            f"| {t.name} | {t.median * 1e3:.3f} | {min(t.seconds) * 1e3:.3f} | "
+            f"{max(t.seconds) * 1e3:.3f} | {base / t.median:.2f}x |"
+        )
+    return "\n".join(lines)

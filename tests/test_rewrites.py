@@ -1,0 +1,62 @@
+"""Each rewrite against the original graph, both run by onnxruntime on random and real images."""
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import tf2onnx
+from gdp.rewrites import REWRITES, apply_rewrites, specialize_shapes
+
+from tests.pipelines import NORMALIZE_BLUR
+
+
+def run(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)
+
+
+@pytest.fixture(scope="module")
+def resize_graph():
+    import tensorflow as tf
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None, 3], tf.uint8, name="image")])
+    def resize(image):
+        x = tf.cast(image, tf.float32)
+        return {"small": tf.image.resize(x[None], (97, 131))[0]}
+
+    proto, _ = tf2onnx.convert.from_function(
+        resize, input_signature=resize.input_signature, opset=17
+    )
+    return proto
+
+
+def test_omit_empty_resize_inputs_keeps_the_result(resize_graph, photos):
+    rewritten, count = REWRITES["omit_empty_resize_inputs"].fn(resize_graph)
+    assert count == 2  # roi and scales
+    resize = next(n for n in rewritten.graph.node if n.op_type == "Resize")
+    assert list(resize.input[1:3]) == ["", ""]
+    rng = np.random.default_rng(0)
+    for image in [*photos, rng.integers(0, 256, (64, 80, 3), dtype=np.uint8)]:
+        want = run(resize_graph, {"image": image})
+        got = run(rewritten, {"image": image})
+        np.testing.assert_array_equal(got[0], want[0])
+
+
+def test_specialize_shapes_folds_shape_arithmetic(photos):
+    proto, _ = tf2onnx.convert.from_function(
+        NORMALIZE_BLUR, input_signature=NORMALIZE_BLUR.input_signature, opset=17
+    )
+    photo = photos[1]
+    static = specialize_shapes(proto, {"image": photo.shape})
+    dims = [d.dim_value for d in static.graph.output[0].type.tensor_type.shape.dim]
+    assert dims == [3, *photo.shape[:2]]
+    assert not any(n.op_type == "Shape" for n in static.graph.node)
+    for a, b in zip(run(proto, {"image": photo}), run(static, {"image": photo}), strict=True):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+
+
+def test_apply_rewrites_reports_only_what_changed(resize_graph):
+    _, applied = apply_rewrites(resize_graph, ["omit_empty_resize_inputs"])
+    assert applied == [{"rule": "omit_empty_resize_inputs", "count": 2}]
+    again, applied = apply_rewrites(_, ["omit_empty_resize_inputs"])
+    assert applied == []
