@@ -1,4 +1,5 @@
-"""The cpu target: ONNX -> TVM Relax -> default pipeline (with FuseOps/FuseTIR) -> llvm -> Relax VM.
+"""The cpu target: ONNX -> TVM Relax -> default pipeline (FuseOps, FuseTIR) -> gdp's CPU
+schedules -> llvm -> Relax VM.
 
 Compiled models are exported as shared libraries; loading one needs TVM's runtime and a dlopen, not
 its compiler.
@@ -14,6 +15,7 @@ import numpy as np
 import onnx
 import tvm
 from gdp.runtime.backends.base import Backend, Executable
+from gdp.runtime.backends.tvm_schedules import schedule_cpu
 from gdp.runtime.profiling import Profile
 from tvm.runtime.vm import VirtualMachine
 
@@ -102,6 +104,7 @@ class TvmLlvmBackend(Backend):
         try:
             with target:
                 mod = relax.get_default_pipeline(target)(mod)
+            mod = schedule_cpu(mod, target)
             kernels = sum(1 for f in mod.functions.values() if isinstance(f, tvm.tirx.PrimFunc))
             executable = tvm.compile(mod, target=target, relax_pipeline=None)
             executable.export_library(str(outdir / LIBRARY))
