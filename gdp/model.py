@@ -235,8 +235,10 @@ class Model:
         inputs: Mapping[str, Any] | Sequence | np.ndarray,
         outputs: Mapping[str, np.ndarray] | None = None,
         profile: bool = False,
+        wait: bool = False,
     ) -> queue.Task:
-        """Validate, compile for the shape if needed, and enqueue on the target's worker."""
+        """Validate, compile for the shape if needed, and enqueue on the target's worker (with
+        `wait`, run in this thread instead when the worker has nothing queued)."""
         if isinstance(inputs, Mapping):
             arrays = self._bind((), inputs)
         elif isinstance(inputs, list | tuple):
@@ -248,7 +250,8 @@ class Model:
         buffers = self._check_outputs(spec, outputs or {})
         task = queue.Task(Profile(self.target.name) if profile else None)
         run = _Run(self.output_names, spec, arrays, buffers, task.profile)
-        return queue.worker(self.target.name).submit(run, task)
+        worker = queue.worker(self.target.name)
+        return worker.run_now(run, task) if wait else worker.submit(run, task)
 
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | dict[str, np.ndarray]:
         """Run synchronously: model(x), model(a=x, b=y) or model({"a": x, "b": y}).
@@ -257,7 +260,7 @@ class Model:
             inputs: Mapping[str, Any] = args[0]
         else:
             inputs = dict(zip(self.input_names, self._bind(args, kwargs), strict=True))
-        result = self.submit(inputs).result()
+        result = self.submit(inputs, wait=True).result()
         return next(iter(result.values())) if len(result) == 1 else result
 
     def _check_outputs(

@@ -1,7 +1,7 @@
 """Asynchronous execution: one worker thread per target, FIFO, and handles to wait on.
 
-A backend's executables are used from their target's worker thread only, so a VM that is not
-thread-safe is never entered twice at once; callers on any thread just enqueue.
+A target's executables run one task at a time (on its worker thread, or inline in a caller that
+found the queue empty), so a VM that is not thread-safe is never entered twice at once.
 """
 
 from __future__ import annotations
@@ -55,27 +55,50 @@ class Worker:
     def __init__(self, name: str) -> None:
         self.name = name
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        # Held while any task of this target executes, on the worker or inline: one at a time.
+        self._executing = threading.Lock()
+        self._count_lock = threading.Lock()
+        self._unfinished = 0
         self._thread = threading.Thread(target=self._loop, name=f"gdp-{name}", daemon=True)
         self._thread.start()
 
     def submit(self, fn: Callable[[], Any], task: Task) -> Task:
+        with self._count_lock:
+            self._unfinished += 1
         _pending.add(task)
         self._queue.put((fn, task))
+        return task
+
+    def run_now(self, fn: Callable[[], Any], task: Task) -> Task:
+        """Run in the calling thread when nothing is queued before it (a synchronous call then
+        skips two thread hand-offs); otherwise queue it behind the earlier work, in order."""
+        with self._count_lock:
+            idle = self._unfinished == 0
+        if not idle:
+            return self.submit(fn, task)
+        with self._executing:
+            self._execute(fn, task)
         return task
 
     def _loop(self) -> None:
         while True:
             fn, task = self._queue.get()
-            try:
-                value = fn()
-            except GdpError as err:
-                task._finish(error=err)
-            except Exception as err:  # a backend failure must not kill the worker
-                wrapped = ExecutionError(f"run on {self.name} failed: {type(err).__name__}: {err}")
-                wrapped.__cause__ = err
-                task._finish(error=wrapped)
-            else:
-                task._finish(value)
+            with self._executing:
+                self._execute(fn, task)
+            with self._count_lock:
+                self._unfinished -= 1
+
+    def _execute(self, fn: Callable[[], Any], task: Task) -> None:
+        try:
+            value = fn()
+        except GdpError as err:
+            task._finish(error=err)
+        except Exception as err:  # a backend failure must not kill the worker
+            wrapped = ExecutionError(f"run on {self.name} failed: {type(err).__name__}: {err}")
+            wrapped.__cause__ = err
+            task._finish(error=wrapped)
+        else:
+            task._finish(value)
 
 
 class _Pending:

@@ -113,3 +113,18 @@ def test_leading_unit_dims_may_be_left_out():
     gdp.run_async(model, {"x": x}, {"y": z})
     gdp.sync()
     np.testing.assert_array_equal(z, affine_oracle(x))
+
+
+def test_synchronous_call_queues_behind_earlier_async_work(model):
+    """model(x) runs inline only when nothing is queued; otherwise it keeps FIFO order."""
+    release = threading.Event()
+    order: list[str] = []
+    queue.worker("cpu").submit(lambda: (release.wait(), order.append("blocker")), queue.Task())
+    x = np.ones((64, 48, 3), np.float32)
+    caller = threading.Thread(target=lambda: (model(x), order.append("sync call")))
+    caller.start()
+    caller.join(timeout=0.5)
+    assert caller.is_alive() and order == []  # waiting behind the blocker, not run inline
+    release.set()
+    caller.join()
+    assert order == ["blocker", "sync call"]

@@ -12,6 +12,7 @@ Numerics are unchanged (the same expressions, evaluated in the same order per el
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import tvm
@@ -40,10 +41,9 @@ def schedule_cpu(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
         sch = tvm.s_tir.Schedule(func)
         root = sch.get_sblock("root")
         for block in list(sch.get_child_blocks(root))[:-1]:  # the last one writes an output
-            try:
+            # A reduction, or a producer TIR cannot inline, stays materialised.
+            with contextlib.suppress(tvm.s_tir.ScheduleError):
                 sch.compute_inline(block)
-            except tvm.s_tir.ScheduleError:
-                pass  # a reduction, or a producer TIR cannot inline: keep it materialised
         for key, value in annotations.items():
             sch.annotate(root, key, value)
         if postproc.apply(sch):
