@@ -16,7 +16,7 @@ import onnx
 
 from gdp.errors import ExecutionError, InputError, OutputBufferError, TargetError
 from gdp.frontend.common import IR_VERSION
-from gdp.rewrites import apply_rewrites, specialize_shapes
+from gdp.rewrites import apply_rewrites, canonical_names, specialize_shapes
 from gdp.runtime import queue
 from gdp.runtime.backends import Executable, get_backend
 from gdp.runtime.cache import DiskCache, cache_key
@@ -152,7 +152,8 @@ class Model:
         graph, applied = apply_rewrites(graph, names)
         graph.ir_version = min(graph.ir_version, IR_VERSION)
         key = cache_key(
-            graph.SerializeToString(deterministic=True),
+            # Conversions of one program differ in generated names: hash the canonical form.
+            canonical_names(graph).SerializeToString(deterministic=True),
             self.target.name,
             backend.name,
             backend.fingerprint(),

@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import onnx
-from gdp.rewrites.canonicalize import omit_empty_resize_inputs
+from gdp.rewrites.canonicalize import canonical_names, omit_empty_resize_inputs
 from gdp.rewrites.specialize import specialize_shapes
 
-__all__ = ["REWRITES", "Rewrite", "apply_rewrites", "specialize_shapes"]
+__all__ = ["REWRITES", "Rewrite", "apply_rewrites", "canonical_names", "specialize_shapes"]
 
 
 @dataclass(frozen=True)

@@ -27,3 +27,43 @@ def omit_empty_resize_inputs(model: onnx.ModelProto) -> tuple[onnx.ModelProto, i
     if not changed:
         return model, 0
     return ir.serde.serialize_model(graph), changed
+
+
+def canonical_names(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy with every internal tensor and node renamed by position, initializers in first-use
+    order: two conversions of the same program compare equal byte for byte.
+
+    tf2onnx's generated names and initializer order vary from one process to the next, so this is
+    what a cache key is computed from (graph inputs and outputs keep their names). Graphs with
+    subgraphs (If, Loop), whose bodies may name outer values, are returned unchanged.
+    """
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    graph = out.graph
+    if any(
+        a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+        for n in graph.node
+        for a in n.attribute
+    ):
+        return out
+    keep = {v.name for v in graph.input} | {v.name for v in graph.output} | {""}
+    names: dict[str, str] = {}
+
+    def rename(old: str) -> str:
+        if old in keep:
+            return old
+        return names.setdefault(old, f"t{len(names)}")
+
+    for index, node in enumerate(graph.node):
+        node.name = f"{node.op_type}_{index}"
+        node.input[:] = [rename(n) for n in node.input]
+        node.output[:] = [rename(n) for n in node.output]
+    initializers = sorted(graph.initializer, key=lambda t: int(names.get(t.name, "t-1")[1:]))
+    for tensor in initializers:
+        tensor.name = rename(tensor.name)
+    del graph.initializer[:]
+    graph.initializer.extend(initializers)
+    # value_info is derived by shape inference; it says nothing a key needs and its order varies.
+    del graph.value_info[:]
+    graph.name = "graph"
+    return out

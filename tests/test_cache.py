@@ -109,3 +109,30 @@ def test_same_graph_hits_memory_and_different_options_miss(tmp_path):
     assert other.report()["cache"] == "compiled"
     assert len([p for p in cache.iterdir() if not p.name.startswith(".")]) == 2
     assert not [p for p in cache.iterdir() if p.name.startswith(".tmp")]  # no leftovers
+
+
+TF_CHILD = """
+import json, numpy as np, gdp
+from tests.pipelines import NORMALIZE_BLUR
+model = gdp.compile(NORMALIZE_BLUR)
+model(np.zeros((40, 30, 3), np.uint8))
+print(json.dumps({"cache": model.report()["cache"]}))
+"""
+
+
+def test_tf_function_hits_the_cache_from_a_new_process(tmp_path):
+    """tf2onnx names tensors differently in every process; the cache key must not care."""
+    env = dict(os.environ, GDP_CACHE_DIR=str(tmp_path / "cache"))
+    seen = []
+    for _ in range(2):
+        out = subprocess.run(
+            [sys.executable, "-c", TF_CHILD],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=300,
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        seen.append(json.loads(out.stdout.strip().splitlines()[-1])["cache"])
+    assert seen == ["compiled", "disk"]

@@ -5,7 +5,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 import tf2onnx
-from gdp.rewrites import REWRITES, apply_rewrites, specialize_shapes
+from gdp.rewrites import REWRITES, apply_rewrites, canonical_names, specialize_shapes
 
 from tests.pipelines import NORMALIZE_BLUR
 
@@ -60,3 +60,18 @@ def test_apply_rewrites_reports_only_what_changed(resize_graph):
     assert applied == [{"rule": "omit_empty_resize_inputs", "count": 2}]
     again, applied = apply_rewrites(_, ["omit_empty_resize_inputs"])
     assert applied == []
+
+
+def test_canonical_names_make_two_conversions_identical(photos):
+    def convert():
+        proto, _ = tf2onnx.convert.from_function(
+            NORMALIZE_BLUR, input_signature=NORMALIZE_BLUR.input_signature, opset=17
+        )
+        return specialize_shapes(proto, {"image": photos[0].shape})
+
+    first, second = convert(), convert()
+    assert first.SerializeToString() != second.SerializeToString()  # tf2onnx's fresh names
+    a, b = canonical_names(first), canonical_names(second)
+    assert a.SerializeToString(deterministic=True) == b.SerializeToString(deterministic=True)
+    for x, y in zip(run(first, {"image": photos[0]}), run(a, {"image": photos[0]}), strict=True):
+        np.testing.assert_array_equal(x, y)
