@@ -3,8 +3,8 @@
 A 1920x1080 RGB photo (scikit-image's astronaut, resized) -> bilinear resize to 224x224 -> float
 -> ImageNet mean/std -> CHW. gdp compiles it with TVM; the result is checked against TensorFlow
 running the same function; then gdp and OpenCV + NumPy are timed side by side (TensorFlow is the
-oracle, not a peer: its spinning thread pools would slow whatever runs after it in the loop). A second
-process loads the compiled model from the cache to show the cache-load time.
+oracle, not a peer: its spinning thread pools would slow whatever runs after it in the loop).
+A second process loads the compiled model from the cache to show the cache-load time.
 """
 
 from __future__ import annotations
