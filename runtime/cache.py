@@ -15,6 +15,7 @@ import os
 import shutil
 import tempfile
 import threading
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -84,9 +85,22 @@ class DiskCache:
 
     def store(self, key: str, build: Callable[[Path], dict]) -> tuple[Path, dict]:
         """Run `build(tmpdir)` (which writes files there and returns metadata naming them under
-        "files") and publish the result atomically under `key`."""
-        self._ensure_root()
-        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:16]}-", dir=self.root))
+        "files") and publish the result atomically under `key`.
+
+        If the cache directory cannot be written, the entry is built in a private temporary
+        directory instead, used by this process only, with a warning: a read-only cache slows a
+        program down but never stops it."""
+        try:
+            self._ensure_root()
+            tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:16]}-", dir=self.root))
+        except OSError as err:
+            warnings.warn(
+                f"gdp cache {self.root} is not writable ({err}); compiling without caching",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            private = Path(tempfile.mkdtemp(prefix="gdp-uncached-"))
+            return private, build(private)
         try:
             meta = build(tmp)
             files = {

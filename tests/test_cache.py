@@ -136,3 +136,13 @@ def test_tf_function_hits_the_cache_from_a_new_process(tmp_path):
         assert out.returncode == 0, out.stderr[-3000:]
         seen.append(json.loads(out.stdout.strip().splitlines()[-1])["cache"])
     assert seen == ["compiled", "disk"]
+
+
+def test_unwritable_cache_dir_compiles_without_caching(tmp_path, monkeypatch):
+    monkeypatch.setattr(gdp.model, "_loaded", {})
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the cache directory should go")
+    with pytest.warns(RuntimeWarning, match="not writable"):
+        model = gdp.compile(affine((2, 3, 3), shift=7.0), cache_dir=blocker / "cache")
+    x = np.ones((2, 3, 3), np.float32)
+    np.testing.assert_array_equal(model(x), affine_oracle(x, shift=7.0))
