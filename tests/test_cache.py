@@ -31,10 +31,11 @@ print(json.dumps({"cache": model.report()["cache"], "y": float(y[0, 0, 0]),
 """
 
 
-def run_child(onnx_path: Path, cache_dir: Path) -> dict:
+def run_child(code: str, cache_dir: Path, *args: str) -> dict:
+    """Run `code` in a fresh Python with its own cache dir; return its last line, parsed."""
     env = dict(os.environ, GDP_CACHE_DIR=str(cache_dir))
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(onnx_path)],
+        [sys.executable, "-c", code, *args],
         env=env,
         capture_output=True,
         text=True,
@@ -49,8 +50,8 @@ def test_second_process_loads_instead_of_compiling(tmp_path):
     path = tmp_path / "affine.onnx"
     onnx.save(affine((5, 6, 3)), path)
     cache = tmp_path / "cache"
-    first = run_child(path, cache)
-    second = run_child(path, cache)
+    first = run_child(CHILD, cache, str(path))
+    second = run_child(CHILD, cache, str(path))
     assert first["cache"] == "compiled" and first["importer"]
     assert second["cache"] == "disk"
     assert not second["importer"] and not second["tensorflow"]
@@ -122,19 +123,7 @@ print(json.dumps({"cache": model.report()["cache"]}))
 
 def test_tf_function_hits_the_cache_from_a_new_process(tmp_path):
     """tf2onnx names tensors differently in every process; the cache key must not care."""
-    env = dict(os.environ, GDP_CACHE_DIR=str(tmp_path / "cache"))
-    seen = []
-    for _ in range(2):
-        out = subprocess.run(
-            [sys.executable, "-c", TF_CHILD],
-            env=env,
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=300,
-        )
-        assert out.returncode == 0, out.stderr[-3000:]
-        seen.append(json.loads(out.stdout.strip().splitlines()[-1])["cache"])
+    seen = [run_child(TF_CHILD, tmp_path / "cache")["cache"] for _ in range(2)]
     assert seen == ["compiled", "disk"]
 
 
