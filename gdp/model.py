@@ -176,21 +176,25 @@ class Model:
         )
 
     def _obtain(self, key: str, graph: onnx.ModelProto):
+        """The executable for `key`: from this process, else the disk cache, else compiled."""
         with _loaded_lock:
             hit = _loaded.get(key)
         if hit is not None:
             return hit[0], hit[1], "memory", 0.0, 0.0
         backend = self._backend
+
+        def compile_into_cache():
+            t0 = time.perf_counter()
+            entry, meta = self._cache.store(key, lambda d: backend.compile(graph, d, self.options))
+            return entry, meta, time.perf_counter() - t0
+
         with self._cache.lock(key):
-            compile_s = 0.0
             found = self._cache.lookup(key)
-            source = "disk"
             if found is None:
-                t0 = time.perf_counter()
-                found = self._cache.store(key, lambda d: backend.compile(graph, d, self.options))
-                compile_s = time.perf_counter() - t0
+                entry, meta, compile_s = compile_into_cache()
                 source = "compiled"
-            entry, meta = found
+            else:
+                (entry, meta), compile_s, source = found, 0.0, "disk"
             t0 = time.perf_counter()
             try:
                 executable = backend.load(entry, meta)
@@ -200,11 +204,8 @@ class Model:
                 # Checksums matched but the library does not load (another toolchain wrote it):
                 # rebuild it rather than fail the caller.
                 self._cache.discard(key)
-                t1 = time.perf_counter()
-                entry, meta = self._cache.store(
-                    key, lambda d: backend.compile(graph, d, self.options)
-                )
-                compile_s, source = time.perf_counter() - t1, "compiled"
+                entry, meta, compile_s = compile_into_cache()
+                source = "compiled"
                 t0 = time.perf_counter()
                 executable = backend.load(entry, meta)
             load_s = time.perf_counter() - t0

@@ -135,3 +135,28 @@ def test_unwritable_cache_dir_compiles_without_caching(tmp_path, monkeypatch):
         model = gdp.compile(affine((2, 3, 3), shift=7.0), cache_dir=blocker / "cache")
     x = np.ones((2, 3, 3), np.float32)
     np.testing.assert_array_equal(model(x), affine_oracle(x, shift=7.0))
+
+
+def test_entry_that_will_not_load_is_rebuilt(tmp_path, monkeypatch):
+    """Checksums match but the library does not load (say, another toolchain wrote it)."""
+    from gdp.runtime.backends import get_backend
+
+    monkeypatch.setattr(gdp.model, "_loaded", {})
+    cache = tmp_path / "cache"
+    proto = affine((2, 2, 3), scale=5.0)
+    gdp.compile(proto, cache_dir=cache)
+    monkeypatch.setattr(gdp.model, "_loaded", {})
+    backend = get_backend("tvm-llvm")
+    real_load, calls = backend.load, []
+
+    def load_fails_once(entry, meta):
+        calls.append(entry)
+        if len(calls) == 1:
+            raise OSError("wrong ELF class: ELFCLASS32")
+        return real_load(entry, meta)
+
+    monkeypatch.setattr(backend, "load", load_fails_once)
+    model = gdp.compile(proto, cache_dir=cache)
+    assert model.report()["cache"] == "compiled" and len(calls) == 2
+    x = np.ones((2, 2, 3), np.float32)
+    np.testing.assert_array_equal(model(x), affine_oracle(x, scale=5.0))
