@@ -1,0 +1,30 @@
+"""The GDPNPU workloads (samples/) on the cpu target, each against its OpenCV/NumPy peer on real
+photos (or seeded features). Behaviour only: speed is the benchmark's business."""
+
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+SAMPLES = Path(__file__).resolve().parents[1] / "samples"
+sys.path.insert(0, str(SAMPLES))
+
+import workload  # noqa: E402
+
+WORKLOADS = ["tone", "gaussian", "sharpness", "mean_std", "knn"]
+
+
+@pytest.mark.parametrize("name", WORKLOADS)
+def test_workload_matches_its_peer(name):
+    module = importlib.import_module(name)
+    workload.run(module, target="cpu")  # raises inside module.check on a mismatch
+
+
+def test_check_can_fail():
+    """The checks are not vacuous: a perturbed result is refused."""
+    tone = importlib.import_module("tone")
+    want = tone.peer(**tone.inputs())
+    bad = {"mapped": want["mapped"] + 1e-3}
+    with pytest.raises(AssertionError):
+        tone.check(bad, want)
