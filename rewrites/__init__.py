@@ -11,7 +11,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import onnx
-from gdp.rewrites.canonicalize import canonical_names, omit_empty_resize_inputs
+from gdp.rewrites.canonicalize import (
+    canonical_names,
+    omit_empty_resize_inputs,
+    reverse_sequence_to_slice,
+)
 from gdp.rewrites.specialize import specialize_shapes
 
 __all__ = ["REWRITES", "Rewrite", "apply_rewrites", "canonical_names", "specialize_shapes"]
@@ -31,6 +35,11 @@ REWRITES: dict[str, Rewrite] = {
             "omit_empty_resize_inputs",
             "Resize with empty roi/scales tensors (tf2onnx's form) -> those inputs omitted",
             omit_empty_resize_inputs,
+        ),
+        Rewrite(
+            "reverse_sequence_to_slice",
+            "ReverseSequence over whole sequences (tf.reverse) -> Slice with step -1",
+            reverse_sequence_to_slice,
         ),
     ]
 }

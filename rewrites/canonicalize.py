@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 
@@ -67,3 +68,38 @@ def canonical_names(model: onnx.ModelProto) -> onnx.ModelProto:
     del graph.value_info[:]
     graph.name = "graph"
     return out
+
+
+def reverse_sequence_to_slice(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
+    """ReverseSequence whose every sequence length is the full time axis -> Slice with step -1.
+
+    tf2onnx writes `tf.reverse(x, axis=[k])` (BGR <-> RGB, flips) as a ReverseSequence; TVM's Relax
+    importer has no converter for it, while a reversing Slice imports everywhere. Needs static
+    shapes (after specialisation), since the lengths must be known to equal the axis.
+    """
+    graph = ir.serde.deserialize_model(model)
+    changed = 0
+    for node in list(ir.traversal.RecursiveGraphIterator(graph.graph)):
+        if node.op_type != "ReverseSequence" or node.domain not in ("", "ai.onnx"):
+            continue
+        data, lengths = node.inputs[0], ir.convenience.get_const_tensor(node.inputs[1])
+        time_axis = node.attributes.get_int("time_axis", 0)
+        if lengths is None or data.shape is None or not data.shape.is_static():
+            continue
+        full = data.shape[time_axis]
+        if not all(int(v) == full for v in lengths.numpy().ravel()):
+            continue
+        consts = [
+            ir.Value(name=f"{node.name}_{what}", const_value=ir.tensor(np.array([v], np.int64)))
+            for what, v in [("starts", -1), ("ends", -(2**62)), ("axes", time_axis), ("steps", -1)]
+        ]
+        for value in consts:
+            node.graph.register_initializer(value)
+        replacement = ir.node("Slice", [data, *consts], name=f"{node.name}_as_slice")
+        ir.convenience.replace_nodes_and_values(
+            node.graph, node, [node], [replacement], node.outputs, replacement.outputs
+        )
+        changed += 1
+    if not changed:
+        return model, 0
+    return ir.serde.serialize_model(graph), changed

@@ -75,3 +75,22 @@ def test_canonical_names_make_two_conversions_identical(photos):
     assert a.SerializeToString(deterministic=True) == b.SerializeToString(deterministic=True)
     for x, y in zip(run(first, {"image": photos[0]}), run(a, {"image": photos[0]}), strict=True):
         np.testing.assert_array_equal(x, y)
+
+
+def test_reverse_sequence_to_slice_keeps_the_result(photos):
+    import tensorflow as tf
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None, 3], tf.uint8, name="bgr")])
+    def to_rgb(bgr):
+        return {"rgb": tf.reverse(bgr, axis=[2]), "flipped": tf.reverse(bgr, axis=[0])}
+
+    proto, _ = tf2onnx.convert.from_function(to_rgb, input_signature=to_rgb.input_signature)
+    for image in photos:
+        static = specialize_shapes(proto, {"bgr": image.shape})
+        rewritten, count = REWRITES["reverse_sequence_to_slice"].fn(static)
+        assert count == 2
+        assert not any(n.op_type == "ReverseSequence" for n in rewritten.graph.node)
+        names = [o.name for o in rewritten.graph.output]
+        got = dict(zip(names, run(rewritten, {"bgr": image}), strict=True))
+        np.testing.assert_array_equal(got["rgb"], image[:, :, ::-1])  # NumPy as the oracle
+        np.testing.assert_array_equal(got["flipped"], image[::-1])

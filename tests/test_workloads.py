@@ -12,7 +12,7 @@ sys.path.insert(0, str(SAMPLES))
 
 import workload  # noqa: E402
 
-WORKLOADS = ["tone", "gaussian", "sharpness", "mean_std", "knn"]
+WORKLOADS = ["tone", "gaussian", "sharpness", "mean_std", "knn", "dnn_resize", "dnn_letterbox"]
 
 
 @pytest.mark.parametrize("name", WORKLOADS)

@@ -100,7 +100,7 @@ class TvmExecutable(Executable):
 class TvmLlvmBackend(Backend):
     name = "tvm-llvm"
     static_shapes = True
-    required_rewrites = ("omit_empty_resize_inputs",)
+    required_rewrites = ("omit_empty_resize_inputs", "reverse_sequence_to_slice")
 
     def fingerprint(self) -> str:
         target = _host_target_dict()
