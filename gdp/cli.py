@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import runpy
 import sys
+from pathlib import Path
 
 import gdp
 from gdp.runtime.backends import BACKENDS
@@ -19,7 +21,25 @@ def main(argv: list[str] | None = None) -> int:
     comp = sub.add_parser("compile", help="compile an ONNX file for a target (fills the cache)")
     comp.add_argument("onnx", help="path of the ONNX model")
     comp.add_argument("--target", default="cpu", choices=sorted(TARGETS))
-    args = parser.parse_args(argv)
+    sub.add_parser(
+        "bench",
+        help="the side-by-side benchmark (needs a source checkout); "
+        "options go to benchmarks/bench.py",
+    )
+    args, rest = parser.parse_known_args(argv)
+    if rest and args.command != "bench":
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+
+    if args.command == "bench":
+        script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench.py"
+        if not script.is_file():
+            print(
+                f"gdp: {script} not found: gdp bench runs from a source checkout", file=sys.stderr
+            )
+            return 2
+        sys.argv = [str(script), *rest]
+        runpy.run_path(str(script), run_name="__main__")
+        return 0
 
     if args.command == "info":
         info = {
