@@ -247,6 +247,15 @@ class Model:
             arrays = self._bind(inputs, {})
         else:
             arrays = self._bind((inputs,), {})
+        return self._enqueue(arrays, outputs, profile, wait)
+
+    def _enqueue(
+        self,
+        arrays: list[np.ndarray],
+        outputs: Mapping[str, np.ndarray] | None,
+        profile: bool,
+        wait: bool,
+    ) -> queue.Task:
         shapes = {s.name: a.shape for s, a in zip(self.inputs, arrays, strict=True)}
         spec = self._specialization(shapes)
         buffers = self._check_outputs(spec, outputs or {})
@@ -259,10 +268,10 @@ class Model:
         """Run synchronously: model(x), model(a=x, b=y) or model({"a": x, "b": y}).
         One output -> its array; several -> a dict by output name, in output order."""
         if len(args) == 1 and isinstance(args[0], Mapping) and not kwargs:
-            inputs: Mapping[str, Any] = args[0]
+            arrays = self._bind((), args[0])
         else:
-            inputs = dict(zip(self.input_names, self._bind(args, kwargs), strict=True))
-        result = self.submit(inputs, wait=True).result()
+            arrays = self._bind(args, kwargs)
+        result = self._enqueue(arrays, None, profile=False, wait=True).result()
         return next(iter(result.values())) if len(result) == 1 else result
 
     def _check_outputs(
