@@ -19,28 +19,31 @@ import numpy as np  # noqa: E402
 import gdp  # noqa: E402
 
 
-def run(module: ModuleType, target: str = "cpu") -> dict[str, np.ndarray]:
+def compute(module: ModuleType, target: str = "cpu") -> tuple[dict, dict]:
+    """gdp's outputs and the peer's, both as dicts by output name, on the same inputs."""
     inputs = module.inputs()
     model = gdp.compile(module.program, target=target)
-    got = gdp.run_async(model, inputs).result()
-    want = module.peer(**inputs)
+    return gdp.run_async(model, inputs).result(), module.peer(**inputs)
+
+
+def run(module: ModuleType, target: str = "cpu") -> dict[str, np.ndarray]:
+    got, want = compute(module, target)
     module.check(got, want)
     return got
+
+
+def _show(array) -> str:
+    a = np.asarray(array)
+    return f"{a.dtype}{list(a.shape)} {a.ravel()[:4] if a.size > 1 else a}"
 
 
 def main(module: ModuleType) -> None:
     parser = argparse.ArgumentParser(description=module.__doc__)
     parser.add_argument("--target", default="cpu")
     args = parser.parse_args()
-    inputs = module.inputs()
-    model = gdp.compile(module.program, target=args.target)
-    got = model(inputs) if len(model.output_names) > 1 else {model.output_names[0]: model(inputs)}
-    want = module.peer(**inputs)
+    got, want = compute(module, args.target)
     for name in want:
-        g, w = np.asarray(got[name]), np.asarray(want[name])
-        shown = f"{g.ravel()[:4]}" if g.size > 1 else f"{g}"
-        print(f"{name}: gdp {args.target} {g.dtype}{list(g.shape)} {shown}")
-        shown = f"{w.ravel()[:4]}" if w.size > 1 else f"{w}"
-        print(f"{name}: OpenCV/NumPy {w.dtype}{list(w.shape)} {shown}")
-    module.check(got, want)
+        print(f"{name}: gdp {args.target} {_show(got[name])}")
+        print(f"{name}: OpenCV/NumPy {_show(want[name])}")
+    module.check(got, want)  # after printing, so a mismatch shows both values
     print("check: OK")
