@@ -1,4 +1,5 @@
-"""Every front end against TensorFlow's own output on real photos (fp32, max abs diff <= 1e-5)."""
+"""Every front end against TensorFlow's own output on real photos (fp32, max abs diff <= 1e-5;
+means against NumPy in float64, which is exact where TensorFlow's float32 sums are not)."""
 
 import os
 import subprocess
@@ -13,19 +14,23 @@ import tensorflow as tf
 import tf2onnx
 
 import gdp
-from tests.pipelines import NORMALIZE_BLUR, normalize_blur
+from tests.pipelines import NORMALIZE_BLUR, normalize_blur, normalize_blur_oracle
 
 ROOT = Path(__file__).resolve().parents[1]
 TOL = 1e-5
+# onnxruntime (the reference target) sums in float32 in one long chain, as TensorFlow does: its
+# mean over a photo is off by up to 2.4e-4. gdp's cpu target sums partial sums, held to TOL.
+REFERENCE_MEAN_TOL = 5e-4
 
 
-def assert_matches_tf(result: dict, expected: dict) -> None:
+def assert_matches_tf(result: dict, expected: dict, tolerances: dict | None = None) -> None:
     assert set(result) == set(expected)
     for name, want in expected.items():
         want = np.asarray(want)
         assert result[name].shape == want.shape, name
         assert result[name].dtype == want.dtype, name
-        np.testing.assert_allclose(result[name], want, rtol=0, atol=TOL, err_msg=name)
+        atol = (tolerances or {}).get(name, TOL)
+        np.testing.assert_allclose(result[name], want, rtol=0, atol=atol, err_msg=name)
 
 
 @pytest.mark.parametrize("target", ["cpu", "reference"])
@@ -33,8 +38,9 @@ def test_tf_function_with_free_dims_compiles_per_shape(photos, target):
     model = gdp.compile(NORMALIZE_BLUR, target=target)
     assert model.input_names == ["image"]
     assert model.output_names == ["chw", "mean"]
+    tolerances = {"mean": REFERENCE_MEAN_TOL} if target == "reference" else None
     for photo in photos:
-        assert_matches_tf(model(photo), NORMALIZE_BLUR(photo))
+        assert_matches_tf(model(photo), normalize_blur_oracle(photo), tolerances)
     shapes = model.report()["shapes"]
     if target == "cpu":  # one specialised model per concrete shape
         assert [s["image"] for s in shapes] == [p.shape for p in photos]
@@ -48,7 +54,7 @@ def test_plain_function_with_input_signature(photos):
     spec = [tf.TensorSpec(photo.shape, tf.uint8, name="pixels")]
     model = gdp.compile(normalize_blur, input_signature=spec)
     assert model.input_names == ["pixels"]
-    assert_matches_tf(model(pixels=photo), NORMALIZE_BLUR(photo))
+    assert_matches_tf(model(pixels=photo), normalize_blur_oracle(photo))
     assert model.report()["kernels"] >= 1
 
 
@@ -111,7 +117,7 @@ def test_onnx_file_and_model_proto(photos, tmp_path, as_path):
     path = tmp_path / "pipeline.onnx"
     onnx.save(proto, path)
     model = gdp.compile(str(path) if as_path else proto)
-    assert_matches_tf(model(image=photo), NORMALIZE_BLUR(photo))
+    assert_matches_tf(model(image=photo), normalize_blur_oracle(photo))
     # The caller's proto is never modified.
     assert proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param
 
@@ -123,6 +129,6 @@ def test_saved_model_loads_without_recompiling(photos, tmp_path):
     model.save(tmp_path / "m.onnx")
     loaded = gdp.load(tmp_path / "m.onnx")
     assert loaded.target.name == "cpu"
-    assert_matches_tf(loaded(photo), NORMALIZE_BLUR(photo))
+    assert_matches_tf(loaded(photo), normalize_blur_oracle(photo))
     assert loaded.report()["cache"] == "memory"
     np.testing.assert_array_equal(loaded(photo)["chw"], first["chw"])

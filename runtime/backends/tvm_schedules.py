@@ -1,18 +1,25 @@
 """gdp's CPU schedules for the TIR kernels TVM's default pipeline leaves unscheduled.
 
 TVM's llvm pipeline fuses operators (FuseOps, FuseTIR) but schedules nothing: every intermediate
-inside a fused kernel is materialised in full (a cast and transpose of a whole 1080p image before
-a resize that reads 1/40 of it) and every loop runs serially. This pass, per kernel:
-1. inlines each producer block into its consumers where TIR allows it (injective producers),
-   so only what the outputs need is computed;
-2. parallelises the outer spatial loops and vectorises the inner one, through the annotations of
-   meta-schedule's ParallelizeVectorizeUnroll rule and its postprocessor, once, without tuning.
-Numerics are unchanged (the same expressions, evaluated in the same order per element).
+inside a fused kernel is materialised in full and every loop runs serially. Per kernel, this pass:
+1. inlines every producer block that its consumers read at one index only (casts, slices,
+   arithmetic): it is computed where it is used, never stored;
+2. keeps producers read at several offsets (stencil sources: a padded image read by every tap of a
+   filter, a row pass read by a column pass), since inlining them would recompute them per tap;
+3. schedules the kernel by the kind of its output block:
+   - spatial with stencil sources: tiled stencil. The output rows are cut into strips that run in
+     parallel; each strip computes the rows of its stencil sources it needs (halo included) into
+     a small buffer that stays in cache, then its own rows, all vectorised along the row;
+   - a reduction: partial results per parallel chunk (rfactor), combined at the end;
+   - anything else: the annotations of meta-schedule's ParallelizeVectorizeUnroll rule and its
+     postprocessor (parallel outer loops, vectorised inner one), once, without tuning.
+Numerics are unchanged except reductions, whose partial sums change the order of additions.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 
 import tvm
@@ -22,32 +29,221 @@ from tvm.s_tir import meta_schedule as ms
 MAX_JOBS_PER_CORE = 16
 MAX_VECTORIZE_EXTENT = 64
 UNROLL_EXPLICIT = 16
+# Parallel strips of a stencil's output per core (see _strip_rows).
+STRIPS_PER_CORE = 8
+# Most elements per vector iteration (LLVM splits them into machine vectors; 48 float32 beat 12,
+# 16 and 24 on the 5x5 Gaussian), and the longest trailing axis taken for a channel axis.
+MAX_VECTOR_LANES = 48
+MAX_CHANNELS = 4
+# Partial results per core of a reduction with few outputs (see _schedule_reductions).
+PARTIALS_PER_CORE = 4
+# Below this many elements a reduction is not worth splitting across threads.
+MIN_PARALLEL_ELEMENTS = 1 << 16
 
 
 def schedule_cpu(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
     cores = int(target.attrs.get("num-cores", os.cpu_count() or 1))
-    # The annotations meta-schedule's ParallelizeVectorizeUnroll rule puts on a root block, set
-    # directly: building a TuneContext to run the rule imports every tensor intrinsic (~20 s).
-    annotations = {
-        "meta_schedule.parallel": MAX_JOBS_PER_CORE * cores,
-        "meta_schedule.vectorize": MAX_VECTORIZE_EXTENT,
-        "meta_schedule.unroll_explicit": UNROLL_EXPLICIT,
-    }
-    postproc = ms.postproc.RewriteParallelVectorizeUnroll()
     scheduled = {}
     for gvar, func in mod.functions.items():
         if not isinstance(func, tvm.tirx.PrimFunc):
             continue
         sch = tvm.s_tir.Schedule(func)
-        root = sch.get_sblock("root")
-        for block in list(sch.get_child_blocks(root))[:-1]:  # the last one writes an output
-            # A reduction, or a producer TIR cannot inline, stays materialised.
-            with contextlib.suppress(tvm.s_tir.ScheduleError):
-                sch.compute_inline(block)
-        for key, value in annotations.items():
-            sch.annotate(root, key, value)
-        if postproc.apply(sch):
+        kept = _inline_single_use(sch)
+        outputs = sch.get_output_blocks(sch.get_sblock("root"))
+        stencil = kept and all(_is_spatial(sch, b) for b in kept)
+        if stencil and len(outputs) == 1 and len(sch.get_loops(outputs[0])) >= 2:
+            done = _schedule_stencil(sch, outputs[0], kept, cores)
+        elif any(not _is_spatial(sch, b) for b in sch.get_child_blocks(sch.get_sblock("root"))):
+            done = _schedule_reductions(sch, cores)
+        else:
+            done = _schedule_generic(sch, cores)
+        if done:
             scheduled[gvar] = sch.mod["main"]
     for gvar, func in scheduled.items():
         mod[gvar] = func
     return mod
+
+
+def _is_stencil_source(sch: tvm.s_tir.Schedule, block) -> bool:
+    """Whether a consumer reads `block`'s output over a small window around each point: a
+    constant extent above 1 in some dimension, less than the whole dimension (a filter's taps).
+    Point reads (extent 1, or a whole short axis such as RGB's three channels) and reads whose
+    window depends on the data (a resize's source rows) are not stencils."""
+    written = sch.get(block).writes[0].source  # the buffer
+    shape = [int(d) for d in written.shape]
+    for consumer in sch.get_consumers(block):
+        for read in sch.get(consumer).reads:
+            if not read.source.same_as(written):
+                continue
+            for rng, size in zip(read.region, shape, strict=True):
+                extent = rng.extent
+                if isinstance(extent, tvm.tirx.IntImm) and 1 < extent.value < size:
+                    return True
+    return False
+
+
+def _is_data_movement(stmt) -> bool:
+    """A block that only copies (pads, slices, casts): inlining it costs an index computation
+    per read, never arithmetic, even where its consumer reads it at every tap."""
+    value = stmt.body.value if isinstance(stmt.body, tvm.tirx.BufferStore) else None
+    while isinstance(value, tvm.tirx.Cast):
+        value = value.value
+    return isinstance(value, tvm.ir.TensorLoad)
+
+
+def _is_spatial(sch: tvm.s_tir.Schedule, block) -> bool:
+    return all(iv.iter_type == tvm.tirx.IterVar.DataPar for iv in sch.get(block).iter_vars)
+
+
+def _inline_single_use(sch: tvm.s_tir.Schedule) -> list:
+    """Inline, to a fixed point, each spatial producer that is not a stencil source.
+    Returns the producers left materialised (stencil sources), in program order."""
+    root = sch.get_sblock("root")
+    changed = True
+    while changed:
+        changed = False
+        outputs = {sch.get(b).name_hint for b in sch.get_output_blocks(root)}
+        # Consumers first: a slice inlined into a sum turns its producer's point reads into taps.
+        for block in reversed(sch.get_child_blocks(root)):
+            stmt = sch.get(block)
+            if stmt.name_hint in outputs or not _is_spatial(sch, block) or len(stmt.writes) != 1:
+                continue
+            # An input's padding is inlined; an intermediate's stays materialised, computed
+            # per strip (a reflected read of a strip-computed buffer would make each strip
+            # compute all of it).
+            padding_of_input = _is_data_movement(stmt) and not sch.get_producers(block)
+            if padding_of_input or not _is_stencil_source(sch, block):
+                with contextlib.suppress(tvm.s_tir.ScheduleError):
+                    sch.compute_inline(block)
+                    changed = True
+                    break
+    outputs = {sch.get(b).name_hint for b in sch.get_output_blocks(root)}
+    return [b for b in sch.get_child_blocks(root) if sch.get(b).name_hint not in outputs]
+
+
+def _vectorize_row(sch: tvm.s_tir.Schedule, loops: list) -> None:
+    """Vectorise the row among a block's innermost `loops` (the last loop, fused with the one
+    before it when the last is a channel axis, as in HWC) in vectors that tile it exactly: a
+    guard on every element would stop LLVM's vector code. Vectors hold whole pixels (lanes a
+    multiple of the channels), so the channel arithmetic of HWC indices cancels at compile time
+    and loads stay contiguous. The first and the last vector stay scalar loops: at an image's
+    border they read reflected indices, which simplify to plain shifted reads only away from the
+    border, where the rest of the row then loads and stores whole vectors."""
+    channels = int(sch.get(loops[-1]).extent) if len(loops) >= 2 else 1
+    if channels > MAX_CHANNELS:
+        channels = 1
+    row = sch.fuse(*loops[-2:]) if channels > 1 else loops[-1]
+    extent = int(sch.get(row).extent)
+    step = math.lcm(4, channels)
+    widths = range(MAX_VECTOR_LANES // step * step, 0, -step)
+    lanes = next((d for d in widths if extent % d == 0), None)
+    if lanes is None:
+        return
+    chunks, vector = sch.split(row, [None, lanes])
+    if extent // lanes < 3:
+        sch.vectorize(vector)
+        return
+    _, middle, _ = sch.loop_partition(chunks, [1, extent // lanes - 2, None])
+    (block,) = sch.get_child_blocks(middle)
+    sch.vectorize(sch.get_loops(block)[-1])
+
+
+def _strip_rows(rows: int, cores: int) -> int:
+    """Rows per strip: STRIPS_PER_CORE strips per core, as a divisor of `rows` (a strip that
+    does not divide the rows would need a guard on every element). Longer strips recompute
+    fewer halo rows; measured on 1080p, 8 strips per core beat 2-row to 16-row strips."""
+    target = max(1, rows // (STRIPS_PER_CORE * cores))
+    return min((d for d in range(1, rows + 1) if rows % d == 0), key=lambda d: abs(d - target))
+
+
+def _schedule_stencil(sch: tvm.s_tir.Schedule, output, sources: list, cores: int) -> bool:
+    loops = sch.get_loops(output)
+    channels = int(sch.get(loops[-1]).extent)
+    outer = loops[: -2 if channels <= MAX_CHANNELS else -1]
+    if not outer:
+        return False
+    outer = sch.fuse(*outer) if len(outer) > 1 else outer[0]
+    strip, _rows = sch.split(outer, [None, _strip_rows(int(sch.get(outer).extent), cores)])
+    sch.parallel(strip)
+    for source in reversed(sources):  # consumers first, so each lands under the strip loop
+        sch.compute_at(source, strip, preserve_unit_loops=True)
+    for block in (*sources, output):
+        _vectorize_row(sch, sch.get_loops(block)[1:])
+    return True
+
+
+def _schedule_reductions(sch: tvm.s_tir.Schedule, cores: int) -> bool:
+    """Each reduction with enough independent outputs runs them in parallel, each accumulated in
+    vector partials; one with few outputs (a sum over a whole image) is split into partial
+    results (rfactor), at least PARTIALS_PER_CORE per core, that run in parallel and are
+    combined at the end. Other blocks run their outer loops in parallel."""
+    jobs = PARTIALS_PER_CORE * cores
+    for block in sch.get_child_blocks(sch.get_sblock("root")):
+        loops = sch.get_loops(block)
+        if not loops:
+            continue
+        kinds = [iv.iter_type for iv in sch.get(block).iter_vars]
+        spatial = [lp for lp, k in zip(loops, kinds, strict=True) if k == tvm.tirx.IterVar.DataPar]
+        extents = [int(sch.get(lp).extent) for lp in loops]
+        if len(kinds) != len(loops) or loops[: len(spatial)] != spatial:
+            continue  # not the plain (spatial..., reduction...) nest TOPI writes
+        if _is_spatial(sch, block):
+            sch.parallel(sch.fuse(*loops[:-1]) if len(loops) > 1 else loops[0])
+            continue
+        if math.prod(extents[: len(spatial)]) >= jobs:
+            _vector_partials(sch, block, len(spatial))
+            loops = sch.get_loops(block)
+            sch.parallel(sch.fuse(*loops[: len(spatial)]) if len(spatial) > 1 else loops[0])
+            continue
+        reduction = loops[len(spatial) :]
+        fused = sch.fuse(*reduction) if len(reduction) > 1 else reduction[0]
+        extent = int(sch.get(fused).extent)
+        if extent < MIN_PARALLEL_ELEMENTS:
+            continue
+        # About sqrt(n) partial sums of about sqrt(n) terms each: besides the parallelism, a
+        # two-level sum's rounding error grows with sqrt(n), a serial sum's with n.
+        target = max(jobs, math.isqrt(extent))
+        parts = min(
+            (d for d in range(1, extent + 1) if extent % d == 0), key=lambda d: abs(d - target)
+        )
+        if parts < 2:
+            continue
+        outer, _ = sch.split(fused, [parts, None])
+        partial = sch.rfactor(outer, factor_axis=0)
+        partial_loops = sch.get_loops(partial)
+        # The partial-result axis outermost, run in parallel.
+        parallel_loop = next(lp for lp in partial_loops if int(sch.get(lp).extent) == parts)
+        others = [lp for lp in partial_loops if not lp.same_as(parallel_loop)]
+        sch.reorder(parallel_loop, *others[: len(spatial)])
+        sch.parallel(parallel_loop)
+    return True
+
+
+def _vector_partials(sch: tvm.s_tir.Schedule, block, spatial: int) -> None:
+    """Accumulate a reduction in a vector of partial results (rfactor over the inner part of the
+    reduction loop), summed at the end: a serial sum waits for each addition before the next,
+    where independent vector lanes keep the FP units busy. Only for a reduction over the
+    innermost (contiguous) axis, whose inner part then loads whole vectors."""
+    loops = sch.get_loops(block)
+    reduction = loops[spatial:]
+    if len(reduction) != 1:
+        return
+    extent = int(sch.get(reduction[0]).extent)
+    lanes = next((d for d in range(MAX_VECTOR_LANES, 7, -8) if extent % d == 0), None)
+    if lanes is None or extent < 4 * lanes:
+        return
+    _, inner = sch.split(reduction[0], [None, lanes])
+    partial = sch.rfactor(inner, factor_axis=spatial)
+    sch.vectorize(sch.get_loops(partial)[-1])
+    # The partials of one output are combined right after they are computed, in cache.
+    sch.compute_at(partial, sch.get_loops(block)[spatial - 1], preserve_unit_loops=True)
+
+
+def _schedule_generic(sch: tvm.s_tir.Schedule, cores: int) -> bool:
+    # The annotations meta-schedule's ParallelizeVectorizeUnroll rule puts on a root block, set
+    # directly: building a TuneContext to run the rule imports every tensor intrinsic (~20 s).
+    root = sch.get_sblock("root")
+    sch.annotate(root, "meta_schedule.parallel", MAX_JOBS_PER_CORE * cores)
+    sch.annotate(root, "meta_schedule.vectorize", MAX_VECTORIZE_EXTENT)
+    sch.annotate(root, "meta_schedule.unroll_explicit", UNROLL_EXPLICIT)
+    return ms.postproc.RewriteParallelVectorizeUnroll().apply(sch)
