@@ -27,10 +27,20 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "samples"))
 
-import gdp  # noqa: E402
+import workload  # noqa: E402  (samples/)
+
 from gdp.benchmarking import compare  # noqa: E402
 
-WORKLOADS = ["tone", "gaussian", "sharpness", "mean_std", "knn", "dnn_resize", "dnn_letterbox"]
+WORKLOADS = [
+    "tone",
+    "gaussian",
+    "sharpness",
+    "canny",
+    "mean_std",
+    "knn",
+    "dnn_resize",
+    "dnn_letterbox",
+]
 
 
 def copy_bandwidth(megabytes: int = 256, repeats: int = 5) -> float:
@@ -58,18 +68,18 @@ def copy_bandwidth(megabytes: int = 256, repeats: int = 5) -> float:
 def bench_one(name: str, runs: int, bandwidth: float) -> dict:
     module = importlib.import_module(name)
     inputs = module.inputs()
-    model = gdp.compile(module.program, target="cpu")
-    module.check(gdp.run_async(model, inputs).result(), module.peer(**inputs))
+    compiled = workload.build(module, target="cpu")
+    module.check(compiled(inputs), module.peer(**inputs))
     if hasattr(module, "timed_peers"):
         peers = module.timed_peers(**inputs)
     else:
         peers = {"OpenCV/NumPy": lambda: module.peer(**inputs)}
-    timings = compare({"gdp fp32": lambda: model(inputs), **peers}, runs=runs)
+    timings = compare({"gdp fp32": lambda: compiled(inputs), **peers}, runs=runs)
     roofline_s = module.bytes_moved(inputs) / bandwidth
     row = {
         "workload": name,
         "target": "cpu",
-        "kernels": model.report()["kernels"],
+        "kernels": compiled.kernels,
         "roofline_ms": roofline_s * 1e3,
         "gdp fp16": None,  # FP16 scaling has its own issue
         "gdp opt": None,  # rewrites and fusion planning have their own issues

@@ -16,6 +16,7 @@ from gdp.errors import (
     TargetError,
     UnsupportedOpError,
 )
+from gdp.iterate import fixed_point
 from gdp.model import Model
 from gdp.version import __version__
 
@@ -31,6 +32,7 @@ __all__ = [
     "UnsupportedOpError",
     "__version__",
     "compile",
+    "fixed_point",
     "load",
     "run_async",
     "sync",

@@ -113,3 +113,145 @@ def rgb_to_gray(image: tf.Tensor) -> tf.Tensor:
 def laplacian(image: tf.Tensor) -> tf.Tensor:
     """cv2.Laplacian(image, CV_32F) (ksize=1: the 3x3 four-neighbour kernel)."""
     return filter2d(image, LAPLACIAN_3X3)
+
+
+# --- uint8 paths that reproduce OpenCV bit for bit (integer arithmetic throughout) -----------
+
+# cv2.cvtColor(RGB2GRAY) on uint8 in OpenCV 5: (R*9798 + G*19235 + B*3735 + 2^14) >> 15 (the
+# BT.601 weights in 15-bit fixed point; OpenCV 4 used 14 bits, which rounds differently).
+GRAY_FIXED_RGB = (9798, 19235, 3735)
+GRAY_FIXED_SHIFT = 15
+
+
+def rgb_to_gray_u8(image: tf.Tensor) -> tf.Tensor:
+    """cv2.cvtColor(uint8 RGB, COLOR_RGB2GRAY), exactly: HWC uint8 -> HW int32 in [0, 255]."""
+    weighted = tf.reduce_sum(tf.cast(image, tf.int32) * np.array(GRAY_FIXED_RGB, np.int32), -1)
+    return (weighted + (1 << (GRAY_FIXED_SHIFT - 1))) // (1 << GRAY_FIXED_SHIFT)
+
+
+def _pad_2d(image: tf.Tensor, rows: int, cols: int, mode: str) -> tf.Tensor:
+    leading = [[0, 0]] * (image.shape.rank - 2)
+    return tf.pad(image, [*leading, [rows, rows], [cols, cols]], mode=mode)
+
+
+def _taps_2d(padded: tf.Tensor, weights: np.ndarray) -> tf.Tensor:
+    """sum of weights[dy, dx] * padded shifted by (dy, dx), for a 2-D (HW) image."""
+    kh, kw = weights.shape
+    total = None
+    for dy in range(kh):
+        for dx in range(kw):
+            w = int(weights[dy, dx])
+            if w == 0:
+                continue
+            view = padded[..., dy : dy - (kh - 1) or None, dx : dx - (kw - 1) or None]
+            term = view if w == 1 else view * w
+            total = term if total is None else total + term
+    return total
+
+
+def gaussian_blur_u8(gray: tf.Tensor, ksize: int = 5) -> tf.Tensor:
+    """cv2.GaussianBlur(uint8 gray, (ksize, ksize), 0), bit-exact: OpenCV blurs 8-bit images in
+    fixed point with the integer kernel 2^8 * getGaussianKernel (exact for ksize 3 and 5) and
+    rounds half up. HW int32 in [0, 255] -> HW int32 in [0, 255]."""
+    if ksize not in (3, 5):
+        raise ValueError(f"ksize: expected 3 or 5 for the bit-exact uint8 path, got {ksize}")
+    g = np.rint(gaussian_kernel_1d(ksize) * 16).astype(np.int64)  # [1 2 1] or [1 4 6 4 1]
+    r = ksize // 2
+    # Both borders first, then the row pass over every padded row (see sep_filter2d).
+    rows = _taps_2d(_pad_2d(gray, r, r, "REFLECT"), g[None, :])
+    total = _taps_2d(rows, g[:, None])
+    scale = int(g.sum()) ** 2
+    return (total + scale // 2) // scale
+
+
+SOBEL_X_3X3 = np.array([[-1, 0, 1], [-2, 0, 2], [-1, 0, 1]])
+
+
+def _pad_replicate_1(image: tf.Tensor) -> tf.Tensor:
+    """A one-pixel BORDER_REPLICATE border around a 2-D image, by concatenating its edge rows
+    and columns (tf.pad has no edge mode; tf2onnx turns SYMMETRIC into a data-dependent gather
+    that loses static shapes)."""
+    rows = tf.concat([image[..., :1, :], image, image[..., -1:, :]], axis=-2)
+    return tf.concat([rows[..., :1], rows, rows[..., -1:]], axis=-1)
+
+
+def sobel_3x3(gray: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """(dx, dy) of cv2.Sobel(gray, CV_16S, 1, 0 / 0, 1, ksize=3, borderType=BORDER_REPLICATE) as
+    int32, the border cv2.Canny uses."""
+    padded = _pad_replicate_1(gray)
+    return _taps_2d(padded, SOBEL_X_3X3), _taps_2d(padded, SOBEL_X_3X3.T)
+
+
+# Canny's direction test in OpenCV's fixed point: tan(22.5 deg) * 2^15 (imgproc/src/canny.cpp).
+CANNY_TG22 = 13573
+CANNY_SHIFT = 15
+
+
+def canny_thresholds(low: float, high: float, l2_gradient: bool) -> tuple[int, int]:
+    """The integer thresholds cv2.Canny compares magnitudes with."""
+    if low > high:
+        low, high = high, low
+    if l2_gradient:
+        low, high = min(32767.0, low), min(32767.0, high)
+        low, high = (t * t if t > 0 else t for t in (low, high))
+    return int(np.floor(low)), int(np.floor(high))
+
+
+def canny_candidates(
+    dx: tf.Tensor, dy: tf.Tensor, low: int, high: int, l2_gradient: bool = False
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """Non-maximum suppression with OpenCV's direction rule and the double threshold.
+
+    Returns (candidates, strong) as uint8 0/1 maps: candidates are local maxima along the
+    gradient direction with magnitude above `low` (the pixels hysteresis may reach), strong the
+    candidates above `high` (where it starts). Magnitudes outside the image count as 0."""
+    if l2_gradient:
+        mag = dx * dx + dy * dy
+    else:
+        mag = tf.abs(dx) + tf.abs(dy)
+    padded = _pad_2d(mag, 1, 1, "CONSTANT")
+
+    def at(oy: int, ox: int) -> tf.Tensor:
+        return padded[..., 1 + oy : (oy - 1) or None, 1 + ox : (ox - 1) or None]
+
+    ax = tf.abs(dx)
+    ay = tf.abs(dy) * (1 << CANNY_SHIFT)
+    tg22x = ax * CANNY_TG22
+    tg67x = tg22x + ax * (1 << (CANNY_SHIFT + 1))
+    horizontal = ay < tg22x
+    vertical = ay > tg67x
+    # Diagonal neighbours: (up-left, down-right) when dx and dy have the same sign, else
+    # (up-right, down-left) -- OpenCV's s = (dx ^ dy) < 0 ? -1 : 1.
+    # (Compared as integers: TVM's LLVM codegen emits a float compare for bool == bool.)
+    same_sign = tf.equal(tf.cast(dx < 0, tf.int32), tf.cast(dy < 0, tf.int32))
+    left, right, up, down = at(0, -1), at(0, 1), at(-1, 0), at(1, 0)
+    up_diag = tf.where(same_sign, at(-1, -1), at(-1, 1))
+    down_diag = tf.where(same_sign, at(1, 1), at(1, -1))
+    local_max = tf.where(
+        horizontal,
+        (mag > left) & (mag >= right),
+        tf.where(vertical, (mag > up) & (mag >= down), (mag > up_diag) & (mag > down_diag)),
+    )
+    candidates = local_max & (mag > low)
+    strong = candidates & (mag > high)
+    return tf.cast(candidates, tf.uint8), tf.cast(strong, tf.uint8)
+
+
+def hysteresis_step(candidates: tf.Tensor, strong: tf.Tensor, steps: int = 1) -> tf.Tensor:
+    """`steps` rounds of hysteresis: every candidate 8-connected to a strong pixel becomes
+    strong. Repeated until nothing changes, it is Canny's edge tracking (uint8 0/1 maps).
+
+    Both maps are padded with zeros once, `steps` pixels deep (no pixel outside the image is a
+    candidate), and each round works on a region one pixel smaller on every side than the last:
+    after `steps` rounds it is the image again. All reads stay plain shifts, which lets a
+    backend compute all rounds strip by strip in cache."""
+    strong = _pad_2d(strong, steps, steps, "CONSTANT")
+    candidates = _pad_2d(candidates, steps, steps, "CONSTANT")
+    for step in range(1, steps + 1):
+        grown = None
+        for oy in range(3):
+            for ox in range(3):
+                view = strong[..., oy : (oy - 2) or None, ox : (ox - 2) or None]
+                grown = view if grown is None else tf.maximum(grown, view)
+        strong = grown * candidates[..., step : -step, step : -step]
+    return strong

@@ -10,6 +10,7 @@ are unpacked and summed over rows and images in int64. (Two reductions of one ca
 the backend store the cast images in full, eight times their size, between them.)
 """
 
+import cv2
 import numpy as np
 import photos
 import tensorflow as tf
@@ -47,6 +48,29 @@ def peer(images):
         "min": pixels.min(axis=0),
         "max": pixels.max(axis=0),
     }
+
+
+def opencv_peer(images):
+    """cv2.meanStdDev per image (OpenCV sums in float64), combined over the batch through the
+    per-image sums; per-channel min and max with cv2.minMaxLoc."""
+    count = images.shape[1] * images.shape[2]
+    sums = np.zeros(3)
+    squares = np.zeros(3)
+    low, high = np.full(3, 255, np.uint8), np.zeros(3, np.uint8)
+    for image in images:
+        mean, std = cv2.meanStdDev(image)
+        sums += mean[:, 0] * count
+        squares += (std[:, 0] ** 2 + mean[:, 0] ** 2) * count
+        for c, channel in enumerate(cv2.split(image)):
+            lo, hi, _, _ = cv2.minMaxLoc(channel)
+            low[c], high[c] = min(low[c], lo), max(high[c], hi)
+    n = count * len(images)
+    mean = sums / n
+    return {"mean": mean, "std": np.sqrt(squares / n - mean**2), "min": low, "max": high}
+
+
+def timed_peers(images):
+    return {"NumPy": lambda: peer(images), "OpenCV": lambda: opencv_peer(images)}
 
 
 def check(got, want):

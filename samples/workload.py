@@ -4,12 +4,15 @@ same input, check one against the other, print both.
 A workload module defines `program` (a tf.function), `inputs()` (dict of arrays), `peer(**inputs)`
 (dict of arrays, OpenCV/NumPy), `check(got, want)` (raises AssertionError on a mismatch) and
 `bytes_moved(inputs)` (the bytes the workload must read and write at least, for the roofline).
+A workload that is more than one compiled program (canny: a step repeated to a fixed point)
+defines `build(target)` returning a Compiled instead of `program`.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from types import ModuleType
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -19,11 +22,33 @@ import numpy as np  # noqa: E402
 import gdp  # noqa: E402
 
 
+class Compiled:
+    """A workload compiled for a target: call it with the inputs (a dict) to get the outputs (a
+    dict); `models` are the gdp models it runs."""
+
+    def __init__(self, run: Callable[..., dict], models: list[gdp.Model]) -> None:
+        self._run = run
+        self.models = models
+
+    def __call__(self, inputs: dict) -> dict[str, np.ndarray]:
+        return self._run(**inputs)
+
+    @property
+    def kernels(self) -> int:
+        return sum(m.report()["kernels"] for m in self.models)
+
+
+def build(module: ModuleType, target: str = "cpu") -> Compiled:
+    if hasattr(module, "build"):
+        return module.build(target)
+    model = gdp.compile(module.program, target=target)
+    return Compiled(lambda **inputs: model.submit(inputs, wait=True).result(), [model])
+
+
 def compute(module: ModuleType, target: str = "cpu") -> tuple[dict, dict]:
     """gdp's outputs and the peer's, both as dicts by output name, on the same inputs."""
     inputs = module.inputs()
-    model = gdp.compile(module.program, target=target)
-    return gdp.run_async(model, inputs).result(), module.peer(**inputs)
+    return build(module, target)(inputs), module.peer(**inputs)
 
 
 def run(module: ModuleType, target: str = "cpu") -> dict[str, np.ndarray]:

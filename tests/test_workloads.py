@@ -12,7 +12,16 @@ sys.path.insert(0, str(SAMPLES))
 
 import workload  # noqa: E402
 
-WORKLOADS = ["tone", "gaussian", "sharpness", "mean_std", "knn", "dnn_resize", "dnn_letterbox"]
+WORKLOADS = [
+    "tone",
+    "gaussian",
+    "sharpness",
+    "canny",
+    "mean_std",
+    "knn",
+    "dnn_resize",
+    "dnn_letterbox",
+]
 
 
 @pytest.mark.parametrize("name", WORKLOADS)
@@ -28,3 +37,15 @@ def test_check_can_fail():
     bad = {"mapped": want["mapped"] + 1e-3}
     with pytest.raises(AssertionError):
         tone.check(bad, want)
+
+
+def test_canny_l2_on_other_photos_is_bit_exact():
+    """L2 magnitude and other thresholds, on photos other than the workload's, smaller ones."""
+    import photos
+
+    canny = importlib.import_module("canny")
+    compiled = canny.build("cpu", low=30, high=90, l2_gradient=True, rounds=4)
+    for name in ("coffee", "rocket"):
+        rgb = photos.photo_1080p(name)[::3, ::3].copy()  # 360x640
+        want = canny.peer(rgb, low=30, high=90, l2_gradient=True)
+        canny.check(compiled({"rgb": rgb}), want)
