@@ -205,10 +205,7 @@ def canny_candidates(
     Returns (candidates, strong) as uint8 0/1 maps: candidates are local maxima along the
     gradient direction with magnitude above `low` (the pixels hysteresis may reach), strong the
     candidates above `high` (where it starts). Magnitudes outside the image count as 0."""
-    if l2_gradient:
-        mag = dx * dx + dy * dy
-    else:
-        mag = tf.abs(dx) + tf.abs(dy)
+    mag = dx * dx + dy * dy if l2_gradient else tf.abs(dx) + tf.abs(dy)
     padded = _pad_2d(mag, 1, 1, "CONSTANT")
 
     def at(oy: int, ox: int) -> tf.Tensor:
@@ -253,5 +250,5 @@ def hysteresis_step(candidates: tf.Tensor, strong: tf.Tensor, steps: int = 1) ->
             for ox in range(3):
                 view = strong[..., oy : (oy - 2) or None, ox : (ox - 2) or None]
                 grown = view if grown is None else tf.maximum(grown, view)
-        strong = grown * candidates[..., step : -step, step : -step]
+        strong = grown * candidates[..., step:-step, step:-step]
     return strong
