@@ -122,6 +122,30 @@ def markdown(rows: list[dict], bandwidth: float) -> str:
     return "\n".join(lines)
 
 
+def chart(rows: list[dict], path: Path) -> None:
+    """A bar chart of gdp's speedup over each peer, per workload (log scale, 1x marked)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels, values = [], []
+    for row in rows:
+        for peer, speedup in row["speedup"].items():
+            labels.append(f"{row['workload']}\nvs {peer}")
+            values.append(speedup)
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(labels)), 4.5))
+    ax.bar(range(len(values)), values, color=["tab:green" if v >= 1 else "tab:red" for v in values])
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(labels)), labels, rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("gdp fp32 speedup (peer median / gdp median)")
+    ax.set_title(f"gdp cpu vs OpenCV/NumPy, 1080p, {THREADS} threads each")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=20)
@@ -137,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     (out / "bench.json").write_text(json.dumps(result, indent=1))
     table = markdown(rows, bandwidth)
     (out / "bench.md").write_text(table + "\n")
+    chart(rows, out / "bench.png")
     print(table)
     return 0
 

@@ -34,3 +34,4 @@ def test_gdp_bench_writes_json_and_markdown(tmp_path):
     assert row["workload"] == "tone" and set(row["peers"]) == {"gdp fp32", "OpenCV/NumPy"}
     assert row["roofline_ms"] > 0 and row["speedup"]["OpenCV/NumPy"] > 0
     assert "| tone |" in (tmp_path / "bench.md").read_text()
+    assert (tmp_path / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
