@@ -31,17 +31,6 @@ import workload  # noqa: E402  (samples/)
 
 from gdp.benchmarking import compare  # noqa: E402
 
-WORKLOADS = [
-    "tone",
-    "gaussian",
-    "sharpness",
-    "canny",
-    "mean_std",
-    "knn",
-    "dnn_resize",
-    "dnn_letterbox",
-]
-
 
 def copy_bandwidth(megabytes: int = 256, repeats: int = 5) -> float:
     """Bytes per second read plus written by a copy on all cores (STREAM's 'copy')."""
@@ -149,7 +138,7 @@ def chart(rows: list[dict], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--only", default=",".join(WORKLOADS))
+    parser.add_argument("--only", default=",".join(workload.WORKLOADS))
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     args = parser.parse_args(argv)
     cv2.setNumThreads(THREADS)

@@ -21,6 +21,18 @@ import numpy as np  # noqa: E402
 
 import gdp  # noqa: E402
 
+# GDPNPU's six workloads, then an inference server's preprocessing (the benchmark's rows).
+WORKLOADS = [
+    "tone",
+    "gaussian",
+    "sharpness",
+    "canny",
+    "mean_std",
+    "knn",
+    "dnn_resize",
+    "dnn_letterbox",
+]
+
 
 class Compiled:
     """A workload compiled for a target: call it with the inputs (a dict) to get the outputs (a

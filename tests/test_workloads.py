@@ -12,19 +12,8 @@ sys.path.insert(0, str(SAMPLES))
 
 import workload  # noqa: E402
 
-WORKLOADS = [
-    "tone",
-    "gaussian",
-    "sharpness",
-    "canny",
-    "mean_std",
-    "knn",
-    "dnn_resize",
-    "dnn_letterbox",
-]
 
-
-@pytest.mark.parametrize("name", WORKLOADS)
+@pytest.mark.parametrize("name", workload.WORKLOADS)
 def test_workload_matches_its_peer(name):
     module = importlib.import_module(name)
     workload.run(module, target="cpu")  # raises inside module.check on a mismatch
