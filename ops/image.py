@@ -42,30 +42,53 @@ def gaussian_kernel_1d(ksize: int, sigma: float = 0.0) -> np.ndarray:
     return (g / g.sum()).astype(np.float32)
 
 
-def _pad_reflect_101(image: tf.Tensor, rows: int, cols: int) -> tf.Tensor:
-    """OpenCV's default border (BORDER_REFLECT_101: ...cb|abcd|cb...), which is TF's REFLECT."""
+def _spatial_axes(image: tf.Tensor, channels_last: bool) -> tuple[int, int]:
+    """The (row, column) axes: the two before the channels (HWC) or the last two (HW)."""
+    rank = image.shape.rank
+    return (rank - 3, rank - 2) if channels_last else (rank - 2, rank - 1)
+
+
+def _pad(image: tf.Tensor, rows: int, cols: int, mode: str, channels_last: bool) -> tf.Tensor:
+    """Pad the two spatial axes; OpenCV's default border (BORDER_REFLECT_101, ...cb|abcd|cb...)
+    is TF's REFLECT."""
     if rows == 0 and cols == 0:
         return image
-    leading = [[0, 0]] * (image.shape.rank - 3)
-    return tf.pad(image, [*leading, [rows, rows], [cols, cols], [0, 0]], mode="REFLECT")
+    paddings = [[0, 0]] * image.shape.rank
+    row_axis, col_axis = _spatial_axes(image, channels_last)
+    paddings[row_axis], paddings[col_axis] = [rows, rows], [cols, cols]
+    return tf.pad(image, paddings, mode=mode)
 
 
-def _shifted(padded: tf.Tensor, dy: int, dx: int, pad_rows: int, pad_cols: int) -> tf.Tensor:
-    """The view of `padded` that lines up with the unpadded image moved by (dy, dx)."""
-    row_end = dy - 2 * pad_rows or None  # negative ends keep unknown sizes working
-    col_end = dx - 2 * pad_cols or None
-    return padded[..., dy:row_end, dx:col_end, :]
+def _shifted(
+    padded: tf.Tensor, dy: int, dx: int, kh: int, kw: int, channels_last: bool
+) -> tf.Tensor:
+    """The view of `padded` at offset (dy, dx) that a (kh, kw) window leaves: `padded` less
+    kh - 1 rows and kw - 1 columns. Negative ends keep unknown sizes working."""
+    index = [slice(None)] * padded.shape.rank
+    row_axis, col_axis = _spatial_axes(padded, channels_last)
+    index[row_axis] = slice(dy, dy - (kh - 1) or None)
+    index[col_axis] = slice(dx, dx - (kw - 1) or None)
+    return padded[tuple(index)]
 
 
-def _weighted_sum(terms: list[tuple[tf.Tensor, float]]) -> tf.Tensor:
+def _correlate(padded: tf.Tensor, kernel: np.ndarray, channels_last: bool) -> tf.Tensor:
+    """sum of kernel[dy, dx] * (`padded` shifted by (dy, dx)) over the non-zero taps: the
+    stencil form, every op elementwise, the weights constants of the expression (integers for
+    integer images, so integer filters stay exact)."""
+    kernel = np.asarray(kernel)
+    kh, kw = kernel.shape
     total = None
-    for view, weight in terms:
-        if weight == 0:
-            continue
-        term = view if weight == 1 else view * np.float32(weight)
-        total = term if total is None else total + term
+    for dy in range(kh):
+        for dx in range(kw):
+            weight = kernel[dy, dx]
+            if weight == 0:
+                continue
+            view = _shifted(padded, dy, dx, kh, kw, channels_last)
+            weight = int(weight) if view.dtype.is_integer else float(weight)
+            term = view if weight == 1 else view * weight
+            total = term if total is None else total + term
     if total is None:  # an all-zero kernel
-        return tf.zeros_like(terms[0][0])
+        return tf.zeros_like(_shifted(padded, 0, 0, kh, kw, channels_last))
     return total
 
 
@@ -74,14 +97,7 @@ def filter2d(image: tf.Tensor, kernel: np.ndarray) -> tf.Tensor:
     2-D kernel, anchor at the centre, BORDER_REFLECT_101, output the same size."""
     kernel = np.asarray(kernel, np.float32)
     kh, kw = kernel.shape
-    padded = _pad_reflect_101(image, kh // 2, kw // 2)
-    return _weighted_sum(
-        [
-            (_shifted(padded, dy, dx, kh // 2, kw // 2), float(kernel[dy, dx]))
-            for dy in range(kh)
-            for dx in range(kw)
-        ]
-    )
+    return _correlate(_pad(image, kh // 2, kw // 2, "REFLECT", True), kernel, True)
 
 
 def sep_filter2d(image: tf.Tensor, kernel_x: np.ndarray, kernel_y: np.ndarray) -> tf.Tensor:
@@ -90,10 +106,8 @@ def sep_filter2d(image: tf.Tensor, kernel_x: np.ndarray, kernel_y: np.ndarray) -
     with `kernel_y`, as OpenCV's separable filter engine runs."""
     kx = np.asarray(kernel_x, np.float32).ravel()
     ky = np.asarray(kernel_y, np.float32).ravel()
-    rx, ry = len(kx) // 2, len(ky) // 2
-    padded = _pad_reflect_101(image, ry, rx)
-    rows = _weighted_sum([(_shifted(padded, 0, dx, 0, rx), w) for dx, w in enumerate(kx)])
-    return _weighted_sum([(_shifted(rows, dy, 0, ry, 0), w) for dy, w in enumerate(ky)])
+    padded = _pad(image, len(ky) // 2, len(kx) // 2, "REFLECT", True)
+    return _correlate(_correlate(padded, kx[None, :], True), ky[:, None], True)
 
 
 def gaussian_blur(image: tf.Tensor, ksize: int = 5, sigma: float = 0.0) -> tf.Tensor:
@@ -129,26 +143,6 @@ def rgb_to_gray_u8(image: tf.Tensor) -> tf.Tensor:
     return (weighted + (1 << (GRAY_FIXED_SHIFT - 1))) // (1 << GRAY_FIXED_SHIFT)
 
 
-def _pad_2d(image: tf.Tensor, rows: int, cols: int, mode: str) -> tf.Tensor:
-    leading = [[0, 0]] * (image.shape.rank - 2)
-    return tf.pad(image, [*leading, [rows, rows], [cols, cols]], mode=mode)
-
-
-def _taps_2d(padded: tf.Tensor, weights: np.ndarray) -> tf.Tensor:
-    """sum of weights[dy, dx] * padded shifted by (dy, dx), for a 2-D (HW) image."""
-    kh, kw = weights.shape
-    total = None
-    for dy in range(kh):
-        for dx in range(kw):
-            w = int(weights[dy, dx])
-            if w == 0:
-                continue
-            view = padded[..., dy : dy - (kh - 1) or None, dx : dx - (kw - 1) or None]
-            term = view if w == 1 else view * w
-            total = term if total is None else total + term
-    return total
-
-
 def gaussian_blur_u8(gray: tf.Tensor, ksize: int = 5) -> tf.Tensor:
     """cv2.GaussianBlur(uint8 gray, (ksize, ksize), 0), bit-exact: OpenCV blurs 8-bit images in
     fixed point with the integer kernel 2^8 * getGaussianKernel (exact for ksize 3 and 5) and
@@ -158,8 +152,9 @@ def gaussian_blur_u8(gray: tf.Tensor, ksize: int = 5) -> tf.Tensor:
     g = np.rint(gaussian_kernel_1d(ksize) * 16).astype(np.int64)  # [1 2 1] or [1 4 6 4 1]
     r = ksize // 2
     # Both borders first, then the row pass over every padded row (see sep_filter2d).
-    rows = _taps_2d(_pad_2d(gray, r, r, "REFLECT"), g[None, :])
-    total = _taps_2d(rows, g[:, None])
+    total = _correlate(
+        _correlate(_pad(gray, r, r, "REFLECT", False), g[None, :], False), g[:, None], False
+    )
     scale = int(g.sum()) ** 2
     return (total + scale // 2) // scale
 
@@ -179,7 +174,7 @@ def sobel_3x3(gray: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """(dx, dy) of cv2.Sobel(gray, CV_16S, 1, 0 / 0, 1, ksize=3, borderType=BORDER_REPLICATE) as
     int32, the border cv2.Canny uses."""
     padded = _pad_replicate_1(gray)
-    return _taps_2d(padded, SOBEL_X_3X3), _taps_2d(padded, SOBEL_X_3X3.T)
+    return _correlate(padded, SOBEL_X_3X3, False), _correlate(padded, SOBEL_X_3X3.T, False)
 
 
 # Canny's direction test in OpenCV's fixed point: tan(22.5 deg) * 2^15 (imgproc/src/canny.cpp).
@@ -206,10 +201,10 @@ def canny_candidates(
     gradient direction with magnitude above `low` (the pixels hysteresis may reach), strong the
     candidates above `high` (where it starts). Magnitudes outside the image count as 0."""
     mag = dx * dx + dy * dy if l2_gradient else tf.abs(dx) + tf.abs(dy)
-    padded = _pad_2d(mag, 1, 1, "CONSTANT")
+    padded = _pad(mag, 1, 1, "CONSTANT", False)
 
     def at(oy: int, ox: int) -> tf.Tensor:
-        return padded[..., 1 + oy : (oy - 1) or None, 1 + ox : (ox - 1) or None]
+        return _shifted(padded, 1 + oy, 1 + ox, 3, 3, False)
 
     ax = tf.abs(dx)
     ay = tf.abs(dy) * (1 << CANNY_SHIFT)
@@ -242,13 +237,13 @@ def hysteresis_step(candidates: tf.Tensor, strong: tf.Tensor, steps: int = 1) ->
     candidate), and each round works on a region one pixel smaller on every side than the last:
     after `steps` rounds it is the image again. All reads stay plain shifts, which lets a
     backend compute all rounds strip by strip in cache."""
-    strong = _pad_2d(strong, steps, steps, "CONSTANT")
-    candidates = _pad_2d(candidates, steps, steps, "CONSTANT")
+    strong = _pad(strong, steps, steps, "CONSTANT", False)
+    candidates = _pad(candidates, steps, steps, "CONSTANT", False)
     for step in range(1, steps + 1):
         grown = None
         for oy in range(3):
             for ox in range(3):
-                view = strong[..., oy : (oy - 2) or None, ox : (ox - 2) or None]
+                view = _shifted(strong, oy, ox, 3, 3, False)
                 grown = view if grown is None else tf.maximum(grown, view)
         strong = grown * candidates[..., step:-step, step:-step]
     return strong
