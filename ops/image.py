@@ -244,6 +244,11 @@ def hysteresis_step(candidates: tf.Tensor, strong: tf.Tensor, steps: int = 1) ->
         for oy in range(3):
             for ox in range(3):
                 view = _shifted(strong, oy, ox, 3, 3, False)
-                grown = view if grown is None else tf.maximum(grown, view)
-        strong = grown * candidates[..., step:-step, step:-step]
+                grown = view if grown is None else grown + view
+        # The 0/1 maps' neighbourhood max as a sum (at most 9) shifted down by 4 bits: all
+        # elementwise uint8 arithmetic, which a backend fuses into one kernel for every round
+        # and vectorises in 32-lane bytes (TVM imports ONNX Max as a stack and a reduction, and
+        # tf2onnx compares uint8 in float).
+        reached = tf.bitwise.right_shift(grown + 15, 4)
+        strong = reached * candidates[..., step:-step, step:-step]
     return strong

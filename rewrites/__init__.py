@@ -14,6 +14,7 @@ import onnx
 from gdp.rewrites.canonicalize import (
     canonical_names,
     omit_empty_resize_inputs,
+    pad_in_integer_type,
     reverse_sequence_to_slice,
 )
 from gdp.rewrites.specialize import specialize_shapes
@@ -35,6 +36,12 @@ REWRITES: dict[str, Rewrite] = {
             "omit_empty_resize_inputs",
             "Resize with empty roi/scales tensors (tf2onnx's form) -> those inputs omitted",
             omit_empty_resize_inputs,
+        ),
+        Rewrite(
+            "pad_in_integer_type",
+            "Cast(small int -> float) -> Pad -> Cast(back) (tf2onnx's integer pad) -> Pad in the"
+            " integer type",
+            pad_in_integer_type,
         ),
         Rewrite(
             "reverse_sequence_to_slice",

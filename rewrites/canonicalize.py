@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnx_ir as ir
+import onnx_ir.passes.common
 
 
 def omit_empty_resize_inputs(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
@@ -102,4 +103,72 @@ def reverse_sequence_to_slice(model: onnx.ModelProto) -> tuple[onnx.ModelProto, 
         changed += 1
     if not changed:
         return model, 0
+    return ir.serde.serialize_model(graph), changed
+
+
+# Integer types whose every value a float32 holds exactly: casting them to float32 and back is
+# the identity, so a pad between the two casts can run in the integer type.
+_EXACT_IN_FLOAT32 = {
+    ir.DataType.UINT8,
+    ir.DataType.INT8,
+    ir.DataType.UINT16,
+    ir.DataType.INT16,
+}
+
+
+def _cast_to(node: ir.Node) -> ir.DataType:
+    return ir.DataType(node.attributes.get_int("to", 0))
+
+
+def pad_in_integer_type(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
+    """Cast(x: uint8 -> float) -> Pad -> Cast(-> uint8) -> Pad(x) in x's own type.
+
+    tf2onnx pads small integer images in float (its Pad converter casts them), and TVM imports
+    the cast back to an integer as a NaN/inf test and a wrap-around mask on every pixel, which
+    also keeps the padding from inlining as plain data movement. ONNX's Pad takes every type.
+    """
+    graph = ir.serde.deserialize_model(model)
+    changed = 0
+    for node in list(ir.traversal.RecursiveGraphIterator(graph.graph)):
+        if node.op_type != "Pad" or node.domain not in ("", "ai.onnx"):
+            continue
+        cast_in = node.inputs[0].producer() if node.inputs[0] is not None else None
+        if cast_in is None or cast_in.op_type != "Cast":
+            continue
+        source = cast_in.inputs[0]
+        if source.dtype not in _EXACT_IN_FLOAT32 or _cast_to(cast_in) != ir.DataType.FLOAT:
+            continue
+        users = [use.node for use in node.outputs[0].uses()]
+        if (
+            not users
+            or node.outputs[0].is_graph_output()
+            or any(u.op_type != "Cast" or _cast_to(u) != source.dtype for u in users)
+        ):
+            continue
+        inputs = [source, *node.inputs[1:]]
+        if len(node.inputs) > 2 and node.inputs[2] is not None:
+            fill = ir.convenience.get_const_tensor(node.inputs[2])
+            if fill is None or fill.numpy().size != 1:
+                continue
+            value = float(fill.numpy().ravel()[0])
+            typed = np.array([value]).astype(source.dtype.numpy())
+            if float(typed[0]) != value:
+                continue
+            constant = ir.Value(
+                name=f"{node.name}_fill", const_value=ir.tensor(typed.reshape(()))
+            )
+            node.graph.register_initializer(constant)
+            inputs[2] = constant
+        # One integer pad per cast back (each may be a graph output, whose name it takes).
+        for user in users:
+            replacement = ir.node(
+                "Pad", inputs, attributes=dict(node.attributes), name=f"{user.name}_integer_pad"
+            )
+            ir.convenience.replace_nodes_and_values(
+                user.graph, user, [user], [replacement], user.outputs, replacement.outputs
+            )
+        changed += 1
+    if not changed:
+        return model, 0
+    ir.passes.common.RemoveUnusedNodesPass()(graph)
     return ir.serde.serialize_model(graph), changed

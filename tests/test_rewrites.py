@@ -94,3 +94,44 @@ def test_reverse_sequence_to_slice_keeps_the_result(photos):
         got = dict(zip(names, run(rewritten, {"bgr": image}), strict=True))
         np.testing.assert_array_equal(got["rgb"], image[:, :, ::-1])  # NumPy as the oracle
         np.testing.assert_array_equal(got["flipped"], image[::-1])
+
+
+def test_pad_in_integer_type_keeps_the_result(photos):
+    import tensorflow as tf
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None, 3], tf.uint8, name="image")])
+    def pads(image):
+        return {
+            "zeros": tf.pad(image, [[2, 2], [3, 3], [0, 0]]),
+            "reflect": tf.pad(image, [[1, 1], [1, 1], [0, 0]], mode="REFLECT"),
+            "filled": tf.pad(image, [[1, 0], [0, 1], [0, 0]], constant_values=7),
+        }
+
+    proto, _ = tf2onnx.convert.from_function(pads, input_signature=pads.input_signature)
+    assert any(n.op_type == "Cast" for n in proto.graph.node)  # tf2onnx pads uint8 in float
+    rewritten, count = REWRITES["pad_in_integer_type"].fn(proto)
+    assert count == 3
+    assert not any(n.op_type == "Cast" for n in rewritten.graph.node)
+    names = [o.name for o in rewritten.graph.output]
+    for image in photos:
+        got = dict(zip(names, run(rewritten, {"image": image}), strict=True))
+        np.testing.assert_array_equal(got["zeros"], np.pad(image, [(2, 2), (3, 3), (0, 0)]))
+        np.testing.assert_array_equal(
+            got["reflect"], np.pad(image, [(1, 1), (1, 1), (0, 0)], mode="reflect")
+        )
+        np.testing.assert_array_equal(
+            got["filled"], np.pad(image, [(1, 0), (0, 1), (0, 0)], constant_values=7)
+        )
+
+
+def test_pad_in_integer_type_leaves_float_results_alone():
+    import tensorflow as tf
+
+    # The padded float is used as a float: the pad must stay in float.
+    @tf.function(input_signature=[tf.TensorSpec([4, 5], tf.uint8, name="image")])
+    def scaled(image):
+        return {"out": tf.pad(tf.cast(image, tf.float32), [[1, 1], [1, 1]]) * 0.5}
+
+    proto, _ = tf2onnx.convert.from_function(scaled, input_signature=scaled.input_signature)
+    _, count = REWRITES["pad_in_integer_type"].fn(proto)
+    assert count == 0

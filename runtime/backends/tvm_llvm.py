@@ -7,7 +7,10 @@ its compiler.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -100,11 +103,18 @@ class TvmExecutable(Executable):
 class TvmLlvmBackend(Backend):
     name = "tvm-llvm"
     static_shapes = True
-    required_rewrites = ("omit_empty_resize_inputs", "reverse_sequence_to_slice")
+    required_rewrites = (
+        "omit_empty_resize_inputs",
+        "reverse_sequence_to_slice",
+        "pad_in_integer_type",
+    )
 
     def fingerprint(self) -> str:
         target = _host_target_dict()
-        return f"tvm-{tvm.__version__}-llvm-{target['mcpu']}-{target['num-cores']}"
+        return (
+            f"tvm-{tvm.__version__}-llvm-{target['mcpu']}-{target['num-cores']}"
+            f"-code-{_code_hash()}"
+        )
 
     def compile(self, model: onnx.ModelProto, outdir: Path, options: dict) -> dict:
         from tvm import relax
@@ -129,6 +139,18 @@ class TvmLlvmBackend(Backend):
 
     def load(self, artifact_dir: Path, meta: dict) -> Executable:
         return TvmExecutable(tvm.runtime.load_module(str(artifact_dir / LIBRARY)))
+
+
+@functools.cache
+def _code_hash() -> str:
+    """A hash of the code that shapes the compiled kernels (this lowering and gdp's schedules):
+    a changed schedule must not load kernels cached by the old one."""
+    from gdp.runtime.backends import tvm_schedules
+
+    digest = hashlib.sha256()
+    for module in (sys.modules[__name__], tvm_schedules):
+        digest.update(Path(module.__file__).read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def _check_importable(model: onnx.ModelProto) -> None:

@@ -51,9 +51,9 @@ def schedule_cpu(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
         sch = tvm.s_tir.Schedule(func)
         kept = _inline_producers(sch)
         outputs = sch.get_output_blocks(sch.get_sblock("root"))
-        stencil = kept and all(_is_spatial(sch, b) for b in kept)
-        if stencil and len(outputs) == 1 and len(sch.get_loops(outputs[0])) >= 2:
-            done = _schedule_stencil(sch, outputs[0], kept, cores)
+        spatial = all(_is_spatial(sch, b) for b in sch.get_child_blocks(sch.get_sblock("root")))
+        if spatial and len(outputs) == 1 and len(sch.get_loops(outputs[0])) >= 2:
+            done = _schedule_rows(sch, outputs[0], kept, cores)
         elif any(not _is_spatial(sch, b) for b in sch.get_child_blocks(sch.get_sblock("root"))):
             done = _schedule_reductions(sch, cores)
         else:
@@ -137,14 +137,18 @@ def _vectorize_row(sch: tvm.s_tir.Schedule, loops: list) -> None:
     extent = int(sch.get(row).extent)
     step = math.lcm(4, channels)
     widths = range(MAX_VECTOR_LANES // step * step, 0, -step)
-    lanes = next((d for d in widths if extent % d == 0), None)
+    lanes = next((d for d in widths if extent % d == 0 and 2 * d >= widths[0]), None)
     if lanes is None:
-        return
+        # No wide vector tiles the row: the last vector runs past it under a guard, split off
+        # with the first, so the middle still loads and stores whole unguarded vectors.
+        lanes = widths[0]
     chunks, vector = sch.split(row, [None, lanes])
-    if extent // lanes < 3:
-        sch.vectorize(vector)
+    count = -(-extent // lanes)
+    if count < 3:
+        if extent % lanes == 0:
+            sch.vectorize(vector)
         return
-    _, middle, _ = sch.loop_partition(chunks, [1, extent // lanes - 2, None])
+    _, middle, _ = sch.loop_partition(chunks, [1, count - 2, None])
     (block,) = sch.get_child_blocks(middle)
     sch.vectorize(sch.get_loops(block)[-1])
 
@@ -163,7 +167,7 @@ def _strip_rows(rows: int, cores: int) -> int:
     return _nearest_divisor(rows, max(1, rows // (STRIPS_PER_CORE * cores)))
 
 
-def _schedule_stencil(sch: tvm.s_tir.Schedule, output, sources: list, cores: int) -> bool:
+def _schedule_rows(sch: tvm.s_tir.Schedule, output, sources: list, cores: int) -> bool:
     loops = sch.get_loops(output)
     channels = int(sch.get(loops[-1]).extent)
     outer = loops[: -2 if channels <= MAX_CHANNELS else -1]
