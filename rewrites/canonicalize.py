@@ -154,9 +154,7 @@ def pad_in_integer_type(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
             typed = np.array([value]).astype(source.dtype.numpy())
             if float(typed[0]) != value:
                 continue
-            constant = ir.Value(
-                name=f"{node.name}_fill", const_value=ir.tensor(typed.reshape(()))
-            )
+            constant = ir.Value(name=f"{node.name}_fill", const_value=ir.tensor(typed.reshape(())))
             node.graph.register_initializer(constant)
             inputs[2] = constant
         # One integer pad per cast back (each may be a graph output, whose name it takes).

@@ -112,8 +112,7 @@ class TvmLlvmBackend(Backend):
     def fingerprint(self) -> str:
         target = _host_target_dict()
         return (
-            f"tvm-{tvm.__version__}-llvm-{target['mcpu']}-{target['num-cores']}"
-            f"-code-{_code_hash()}"
+            f"tvm-{tvm.__version__}-llvm-{target['mcpu']}-{target['num-cores']}-code-{_code_hash()}"
         )
 
     def compile(self, model: onnx.ModelProto, outdir: Path, options: dict) -> dict:
