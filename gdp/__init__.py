@@ -5,7 +5,7 @@ handle = gdp.run_async(model, {"a": x}, {"c": z}, profile=True)
 gdp.sync()
 """
 
-from gdp.api import compile, load, run_async, sync  # noqa: E402,I001 - errors first: all layers use them
+from gdp.api import compile, default_target, load, run_async, set_target, sync  # noqa: E402,I001 - errors first: all layers use them
 from gdp.errors import (
     CompileError,
     ExecutionError,
@@ -32,8 +32,10 @@ __all__ = [
     "UnsupportedOpError",
     "__version__",
     "compile",
+    "default_target",
     "fixed_point",
     "load",
     "run_async",
+    "set_target",
     "sync",
 ]

@@ -21,7 +21,7 @@ def compile(  # noqa: A001 - GDPNPU's name, kept on purpose
     program: Any,
     outputs: Sequence | Mapping | None = None,
     *,
-    target: str | Target = "cpu",
+    target: str | Target | None = None,
     input_signature: Sequence | None = None,
     opset: int | None = None,
     cache_dir: str | os.PathLike | None = None,
@@ -32,11 +32,27 @@ def compile(  # noqa: A001 - GDPNPU's name, kept on purpose
     `program` is a tf.function with an input_signature (or a plain function plus
     `input_signature=`), a list of Keras symbolic inputs with `outputs` (GDPNPU's form), an ONNX
     file path, or an `onnx.ModelProto`. A `None` dimension compiles lazily, one model per concrete
-    input shape met at run time.
+    input shape met at run time. `target` defaults to `default_target()`.
     """
-    resolved = get_target(target)  # a bad target fails before any conversion work
+    resolved = (
+        get_target(target) if target is not None else default_target()
+    )  # a bad target fails before any conversion work
     graph = to_onnx(program, outputs, input_signature=input_signature, opset=opset)
     return Model(graph, resolved, options, cache_dir=cache_dir)
+
+
+_default_target: Target | None = None
+
+
+def set_target(target: str | Target | None) -> None:
+    """The target of `gdp.compile` without one and of gdp.cv2's eager calls; None goes back to
+    the GDP_TARGET environment variable, else cpu."""
+    global _default_target
+    _default_target = None if target is None else get_target(target)
+
+
+def default_target() -> Target:
+    return _default_target or get_target(os.environ.get("GDP_TARGET") or "cpu")
 
 
 def run_async(
@@ -79,4 +95,4 @@ def load(
     return Model(graph, resolved, options, cache_dir=cache_dir)
 
 
-__all__ = ["Model", "compile", "load", "run_async", "sync"]
+__all__ = ["Model", "compile", "default_target", "load", "run_async", "set_target", "sync"]

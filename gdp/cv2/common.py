@@ -1,0 +1,80 @@
+"""What every gdp.cv2 function shares: OpenCV's errors, argument checks, `dst=`, and the
+fallthrough to OpenCV itself for what gdp does not accelerate."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import cv2 as _cv2
+import numpy as np
+
+from gdp.errors import GdpError
+
+ACCELERATED: dict[str, Callable] = {}
+
+
+class FallthroughError(GdpError):
+    """GDP_CV2_STRICT=1 and a call would have run in OpenCV rather than through gdp."""
+
+
+def strict() -> bool:
+    return os.environ.get("GDP_CV2_STRICT", "") not in ("", "0")
+
+
+def accelerate(name: str):
+    """Register a gdp.cv2 function under OpenCV's `name` (dotted for submodules: dnn.blob...)."""
+
+    def register(fn: Callable) -> Callable:
+        ACCELERATED[name] = fn
+        fn.__name__ = name.rsplit(".", 1)[-1]
+        fn.__qualname__ = name
+        return fn
+
+    return register
+
+
+def opencv(name: str, reason: str, *args, **kwargs):
+    """Run OpenCV's own `name` for a case gdp does not accelerate (say which in `reason`);
+    under GDP_CV2_STRICT=1, raise instead."""
+    if strict():
+        raise FallthroughError(
+            f"cv2.{name}: {reason}, so it would run in OpenCV; GDP_CV2_STRICT=1 forbids that"
+        )
+    fn = _cv2
+    for part in name.split("."):
+        fn = getattr(fn, part)
+    return fn(*args, **kwargs)
+
+
+def error(func: str, message: str) -> _cv2.error:
+    """An exception `except cv2.error` catches, with OpenCV's function name and meaning."""
+    return _cv2.error(f"OpenCV(gdp) error: (-215:Assertion failed) {message} in function '{func}'")
+
+
+def image(func: str, src, name: str = "src") -> np.ndarray:
+    """`src` as OpenCV takes an image: a non-empty 2-D or 3-D (HWC, 1..4 channels) array."""
+    if not isinstance(src, np.ndarray):
+        raise _cv2.error(
+            f"OpenCV(gdp) error: (-5:Bad argument) in function '{func}'\n> Overload resolution"
+            f" failed:\n>  - {name} is not a numpy array, neither a scalar (got"
+            f" {type(src).__name__})"
+        )
+    if src.size == 0:
+        raise error(func, f"!_{name}.empty()")
+    if src.ndim not in (2, 3) or (src.ndim == 3 and not 1 <= src.shape[2] <= 4):
+        raise error(func, f"{name} must be HxW or HxWxC with 1 to 4 channels, got {src.shape}")
+    return np.ascontiguousarray(src)
+
+
+def channels(src: np.ndarray) -> int:
+    return 1 if src.ndim == 2 else src.shape[2]
+
+
+def finish(result: np.ndarray, dst) -> np.ndarray:
+    """OpenCV's `dst=`: write into the caller's array when it fits, as OpenCV reuses it, else
+    return the new array (OpenCV reallocates a dst of the wrong size or type)."""
+    if isinstance(dst, np.ndarray) and dst.shape == result.shape and dst.dtype == result.dtype:
+        np.copyto(dst, result)
+        return dst
+    return result

@@ -1,0 +1,103 @@
+"""How a gdp.cv2 call runs: eager calls on NumPy arrays compile once and hit a cache after;
+calls on TF tensors (inside a user's tf.function) return TF tensors, so a chain of calls becomes
+one graph that gdp.compile fuses.
+
+Every accelerated function is `graph(*tensors, **params) -> tensor(s)`: a TF function of its
+image inputs, with every other argument a constant of the graph (kernel sizes, thresholds,
+border modes). An eager call compiles it for the concrete shapes and dtypes it meets, once per
+(function, shapes, dtypes, parameters, target).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+import gdp
+
+_lock = threading.Lock()
+
+
+@dataclass
+class CacheInfo:
+    """Compiled programs held for eager calls; `compilations` counts every compile they did."""
+
+    programs: int = 0
+    compilations: int = 0
+    hits: int = 0
+
+
+_info = CacheInfo()
+_programs: dict[tuple, gdp.Model] = {}
+
+
+def cache_info() -> CacheInfo:
+    return CacheInfo(_info.programs, _info.compilations, _info.hits)
+
+
+def clear_cache() -> None:
+    """Forget the compiled programs of this process (the disk cache keeps their code)."""
+    with _lock:
+        _programs.clear()
+        _info.programs = _info.compilations = _info.hits = 0
+
+
+def is_graph_call(*arrays) -> bool:
+    """Whether a call is on TF tensors (graph mode) rather than NumPy arrays."""
+    import tensorflow as tf
+
+    return any(tf.is_tensor(a) for a in arrays)
+
+
+def _freeze(value):
+    """A hashable form of a parameter (tuples, arrays) for the cache key."""
+    if isinstance(value, np.ndarray):
+        return ("ndarray", value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, list | tuple):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    return value
+
+
+def run(
+    name: str,
+    graph: Callable,
+    arrays: Sequence[np.ndarray],
+    params: dict,
+    outputs: int = 1,
+) -> np.ndarray | tuple[np.ndarray, ...]:
+    """Run `graph(*arrays, **params)`, which returns `outputs` tensors (a tuple when more than
+    one), compiled for the current target. Returns one array or a tuple of them."""
+    import tensorflow as tf
+
+    target = gdp.default_target()
+    key = (name, tuple((a.shape, a.dtype.str) for a in arrays), _freeze(params), target.name)
+    model = _programs.get(key)
+    if model is None:
+        with _lock:
+            model = _programs.get(key)
+            if model is None:
+                signature = [
+                    tf.TensorSpec(a.shape, tf.as_dtype(a.dtype), name=f"src{i}")
+                    for i, a in enumerate(arrays)
+                ]
+
+                def program(*tensors):
+                    out = graph(*tensors, **params)
+                    outs = out if outputs > 1 else (out,)
+                    return {f"dst{i}": t for i, t in enumerate(outs)}
+
+                function = tf.function(program, input_signature=signature, autograph=False)
+                model = gdp.compile(function, target=target)
+                _programs[key] = model
+                _info.programs += 1
+                _info.compilations += 1
+    else:
+        _info.hits += 1
+    results = model.submit({f"src{i}": a for i, a in enumerate(arrays)}, wait=True).result()
+    outs = tuple(results[f"dst{i}"] for i in range(outputs))
+    return outs if outputs > 1 else outs[0]

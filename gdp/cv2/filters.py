@@ -1,0 +1,1 @@
+"""Filters, gradients and edges."""

@@ -1,0 +1,1 @@
+"""Pointwise operations and statistics."""

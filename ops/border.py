@@ -1,0 +1,118 @@
+"""OpenCV's image borders as TF ops: which source pixel each pixel outside the image reads.
+
+`border_index` is OpenCV's borderInterpolate, exactly (small images included: a 1-pixel-wide
+image reflects onto itself). `pad` turns the index list of each axis into the fewest slices
+(runs ascending or descending by one) and concatenates them, so the padded image is plain data
+movement that a backend inlines into the filter reading it; a constant border is a fill.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+# OpenCV's border codes (cv2.BORDER_*), so ops/ needs no cv2.
+BORDER_CONSTANT = 0
+BORDER_REPLICATE = 1
+BORDER_REFLECT = 2
+BORDER_WRAP = 3
+BORDER_REFLECT_101 = 4
+BORDER_ISOLATED = 16
+BORDER_NAMES = {
+    BORDER_CONSTANT: "BORDER_CONSTANT",
+    BORDER_REPLICATE: "BORDER_REPLICATE",
+    BORDER_REFLECT: "BORDER_REFLECT",
+    BORDER_WRAP: "BORDER_WRAP",
+    BORDER_REFLECT_101: "BORDER_REFLECT_101",
+}
+
+
+def border_index(p: int, length: int, border: int) -> int:
+    """cv::borderInterpolate: the source index pixel `p` of an axis of `length` reads; -1 for a
+    constant border."""
+    if 0 <= p < length:
+        return p
+    if border == BORDER_REPLICATE:
+        return 0 if p < 0 else length - 1
+    if border in (BORDER_REFLECT, BORDER_REFLECT_101):
+        if length == 1:
+            return 0
+        delta = 1 if border == BORDER_REFLECT_101 else 0
+        while not 0 <= p < length:
+            p = -p - 1 + delta if p < 0 else length - 1 - (p - length) - delta
+        return p
+    if border == BORDER_WRAP:
+        return p % length
+    if border == BORDER_CONSTANT:
+        return -1
+    raise ValueError(f"unknown border type {border}")
+
+
+def _runs(indices: list[int]) -> list[tuple[int, int, int]]:
+    """(first, count, step) runs of indices stepping by +1 or -1; constant pixels (-1) form
+    runs of step 0."""
+    runs: list[list[int]] = []
+    for i in indices:
+        if runs:
+            first, count, step = runs[-1]
+            last = first + (count - 1) * step
+            if i == -1 and first == -1:
+                runs[-1][1] += 1
+                continue
+            if i != -1 and first != -1:
+                if count == 1 and abs(i - first) == 1:
+                    runs[-1] = [first, 2, i - first]
+                    continue
+                if count > 1 and i == last + step:
+                    runs[-1][1] += 1
+                    continue
+        runs.append([i, 1, 1 if i != -1 else 0])
+    return [tuple(r) for r in runs]
+
+
+def _pad_axis(image: tf.Tensor, axis: int, before: int, after: int, border: int, value):
+    length = image.shape[axis]
+    if length is None:
+        raise ValueError("pad: the padded axes need static sizes")
+    indices = [border_index(p, length, border) for p in range(-before, length + after)]
+    pieces = []
+    for first, count, step in _runs(indices):
+        index = [slice(None)] * image.shape.rank
+        if step == 0:
+            shape = list(image.shape)
+            shape[axis] = count
+            pieces.append(tf.broadcast_to(tf.constant(value, image.dtype), shape))
+            continue
+        if step == 1:
+            index[axis] = slice(first, first + count)
+        else:
+            last = first - count + 1
+            index[axis] = slice(first, last - 1 if last > 0 else None, -1)
+        pieces.append(image[tuple(index)])
+    return pieces[0] if len(pieces) == 1 else tf.concat(pieces, axis=axis)
+
+
+def pad(
+    image: tf.Tensor,
+    top: int,
+    bottom: int,
+    left: int,
+    right: int,
+    border: int = BORDER_REFLECT_101,
+    value: float = 0.0,
+) -> tf.Tensor:
+    """Pad the first two axes of an HW or HWC image as cv2.copyMakeBorder does. `value` is the
+    constant of BORDER_CONSTANT: a number, or OpenCV's Scalar (one number per channel, missing
+    ones 0: cv2's `value=9` on a BGR image is (9, 0, 0))."""
+    border &= ~BORDER_ISOLATED
+    if border not in BORDER_NAMES:
+        raise ValueError(f"unknown border type {border}")
+    if border == BORDER_CONSTANT:
+        channels = image.shape[2] if image.shape.rank == 3 else 1
+        scalar = [*np.ravel(value).tolist(), 0.0, 0.0, 0.0, 0.0][:4]
+        if image.shape.rank == 3:
+            value = np.array((scalar + [0.0] * channels)[:channels], image.dtype.as_numpy_dtype)
+        else:
+            value = np.array(scalar[0], image.dtype.as_numpy_dtype)
+    rows = _pad_axis(image, 0, top, bottom, border, value) if top or bottom else image
+    return _pad_axis(rows, 1, left, right, border, value) if left or right else rows
