@@ -34,9 +34,8 @@ def compile(  # noqa: A001 - GDPNPU's name, kept on purpose
     file path, or an `onnx.ModelProto`. A `None` dimension compiles lazily, one model per concrete
     input shape met at run time. `target` defaults to `default_target()`.
     """
-    resolved = (
-        get_target(target) if target is not None else default_target()
-    )  # a bad target fails before any conversion work
+    # A bad target fails before any conversion work.
+    resolved = get_target(target) if target is not None else default_target()
     graph = to_onnx(program, outputs, input_signature=input_signature, opset=opset)
     return Model(graph, resolved, options, cache_dir=cache_dir)
 
