@@ -1,1 +1,607 @@
-"""Filters, gradients and edges."""
+"""Filters, gradients and edges: GaussianBlur, blur, boxFilter, sepFilter2D, filter2D,
+medianBlur, Sobel, Scharr, Laplacian, erode, dilate, morphologyEx, Canny."""
+
+from __future__ import annotations
+
+import cv2 as _cv2
+import numpy as np
+
+from gdp.cv2 import common, engine
+from gdp.ops import border as ops_border
+from gdp.ops import filters as F
+from gdp.ops import image as ops_image
+
+# The input depths gdp filters (OpenCV takes more: those fall through to OpenCV).
+_DEPTHS = {np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.int16)}
+_FLOATS = {np.dtype(np.float32), np.dtype(np.float64)}
+_CV_DEPTH = {
+    _cv2.CV_8U: np.uint8,
+    _cv2.CV_16U: np.uint16,
+    _cv2.CV_16S: np.int16,
+    _cv2.CV_32F: np.float32,
+    _cv2.CV_64F: np.float64,
+}
+_FILTER_BORDERS = (
+    ops_border.BORDER_CONSTANT,
+    ops_border.BORDER_REPLICATE,
+    ops_border.BORDER_REFLECT,
+    ops_border.BORDER_REFLECT_101,
+)
+
+
+def _border(func: str, border_type: int) -> int:
+    base = int(border_type) & ~_cv2.BORDER_ISOLATED
+    if base not in _FILTER_BORDERS:  # filters refuse WRAP, as OpenCV does
+        raise common.error(func, f"Unsupported border type {border_type} for filtering")
+    return base
+
+
+def _out_dtype(func: str, src: np.ndarray, ddepth: int) -> np.dtype:
+    if ddepth is None or ddepth < 0:
+        return src.dtype
+    if ddepth not in _CV_DEPTH:
+        raise common.error(func, f"unsupported ddepth {ddepth}")
+    return np.dtype(_CV_DEPTH[ddepth])
+
+
+def _linear(src, out_dtype, kernel_x, kernel_y, kernel_2d, anchor, delta, border, scale=1.0):
+    """A linear filter as OpenCV computes it: exactly in int32 when the image is an integer
+    and the kernel, scale and delta are integers (uint8 -> CV_16S Sobel), else in float32
+    (float64 when either end is float64); then saturate to the output type."""
+    import tensorflow as tf
+
+    kernels = [k for k in (kernel_x, kernel_y, kernel_2d) if k is not None]
+    integral = all(np.array_equal(k, np.round(k)) for k in kernels)
+    exact = src.dtype.is_integer and integral and float(scale).is_integer() and float(delta) == 0
+    if exact:
+        work = tf.int32
+    elif tf.float64 in (src.dtype, tf.as_dtype(out_dtype)):
+        work = tf.float64
+    else:
+        work = tf.float32
+    x = tf.cast(src, work)
+    np_work = work.as_numpy_dtype
+    if kernel_2d is not None:
+        total = F.filter_2d(x, (np.asarray(kernel_2d) * scale).astype(np_work), anchor, border)
+    else:
+        ky = (np.asarray(kernel_y) * scale).astype(np_work)
+        total = F.sep_filter(x, np.asarray(kernel_x).astype(np_work), ky, anchor, border)
+    if delta:
+        total = total + tf.constant(delta, work)
+    out = tf.as_dtype(out_dtype)
+    if out.is_floating or work == tf.int32:
+        if not out.is_floating:
+            total = tf.clip_by_value(total, out.min, out.max)
+        return tf.cast(total, out)
+    return F.saturate(total, out)
+
+
+def _call(name, graph, src, params, dst):
+    if engine.is_graph_call(src):
+        return graph(src, **params)
+    return common.finish(engine.run(name, graph, [src], params), dst)
+
+
+def _takes(src: np.ndarray) -> bool:
+    return src.dtype in _DEPTHS or src.dtype in _FLOATS
+
+
+def _ksize(func: str, ksize) -> tuple[int, int]:
+    kw, kh = (int(ksize), int(ksize)) if np.isscalar(ksize) else (int(ksize[0]), int(ksize[1]))
+    return kw, kh
+
+
+@common.accelerate("GaussianBlur")
+def GaussianBlur(  # noqa: N802
+    src,
+    ksize,
+    sigmaX,
+    dst=None,
+    sigmaY=0,
+    borderType=_cv2.BORDER_DEFAULT,
+    hint=None,  # noqa: N803
+):
+    src = common.image("GaussianBlur", src)
+    kw, kh = _ksize("GaussianBlur", ksize)
+    if (kw > 0 and kw % 2 == 0) or (kh > 0 and kh % 2 == 0) or kw < 0 or kh < 0:
+        raise common.error(
+            "createGaussianKernels",
+            "ksize.width > 0 && ksize.width % 2 == 1 && ksize.height > 0 && ksize.height % 2 == 1",
+        )
+    if (kw == 0 and sigmaX <= 0) or (kh == 0 and max(sigmaY, sigmaX) <= 0):
+        raise common.error("createGaussianKernels", "ksize is 0 and sigma is not positive")
+    border = _border("GaussianBlur", borderType)
+    if src.dtype not in (np.uint8, np.float32, np.float64):
+        reason = f"{src.dtype} is not accelerated (uint8, float32, float64 are)"
+        return common.opencv(
+            "GaussianBlur",
+            reason,
+            src,
+            ksize,
+            sigmaX,
+            dst=dst,
+            sigmaY=sigmaY,
+            borderType=borderType,
+        )
+    params = dict(ksize=(kw, kh), sigma_x=float(sigmaX), sigma_y=float(sigmaY), border=border)
+    return _call("GaussianBlur", F.gaussian_blur, src, params, dst)
+
+
+def _box(src, out_dtype, ksize, anchor, normalize, border):
+    import tensorflow as tf
+
+    kw, kh = ksize
+    total = _linear(
+        src,
+        np.float64 if normalize else out_dtype,
+        np.ones(kw),
+        np.ones(kh),
+        None,
+        anchor,
+        0,
+        border,
+    )
+    if not normalize:
+        return total
+    scaled = total * tf.constant(1.0 / (kw * kh), tf.float64)
+    return F.saturate(scaled, tf.as_dtype(np.dtype(out_dtype)))
+
+
+@common.accelerate("boxFilter")
+def boxFilter(  # noqa: N802
+    src,
+    ddepth,
+    ksize,
+    dst=None,
+    anchor=(-1, -1),
+    normalize=True,
+    borderType=_cv2.BORDER_DEFAULT,  # noqa: N803
+):
+    src = common.image("boxFilter", src)
+    kw, kh = _ksize("boxFilter", ksize)
+    if kw <= 0 or kh <= 0:
+        raise common.error("boxFilter", "ksize.width > 0 && ksize.height > 0")
+    out = _out_dtype("boxFilter", src, ddepth)
+    border = _border("boxFilter", borderType)
+    if not _takes(src):
+        return common.opencv(
+            "boxFilter",
+            f"{src.dtype} is not accelerated",
+            src,
+            ddepth,
+            ksize,
+            dst=dst,
+            anchor=anchor,
+            normalize=normalize,
+            borderType=borderType,
+        )
+    params = dict(
+        out_dtype=out.name,
+        ksize=(kw, kh),
+        anchor=tuple(anchor),
+        normalize=bool(normalize),
+        border=border,
+    )
+    return _call("boxFilter", _box, src, params, dst)
+
+
+@common.accelerate("blur")
+def blur(src, ksize, dst=None, anchor=(-1, -1), borderType=_cv2.BORDER_DEFAULT):  # noqa: N803
+    return boxFilter(src, -1, ksize, dst=dst, anchor=anchor, normalize=True, borderType=borderType)
+
+
+def _linear_graph(src, out_dtype, kernel_x, kernel_y, kernel_2d, anchor, delta, border, scale):
+    return _linear(
+        src,
+        np.dtype(out_dtype),
+        None if kernel_x is None else np.array(kernel_x),
+        None if kernel_y is None else np.array(kernel_y),
+        None if kernel_2d is None else np.array(kernel_2d),
+        anchor,
+        delta,
+        border,
+        scale,
+    )
+
+
+def _run_linear(
+    func,
+    src,
+    ddepth,
+    dst,
+    kernel_x=None,
+    kernel_y=None,
+    kernel_2d=None,
+    anchor=(-1, -1),
+    delta=0.0,
+    border=_cv2.BORDER_DEFAULT,
+    scale=1.0,
+):
+    out = _out_dtype(func, src, ddepth)
+    as_list = lambda k: None if k is None else np.asarray(k, np.float64).tolist()
+    params = dict(
+        out_dtype=out.name,
+        kernel_x=as_list(kernel_x),
+        kernel_y=as_list(kernel_y),
+        kernel_2d=as_list(kernel_2d),
+        anchor=tuple(int(a) for a in anchor),
+        delta=float(delta),
+        border=border,
+        scale=float(scale),
+    )
+    return _call(func, _linear_graph, src, params, dst)
+
+
+@common.accelerate("filter2D")
+def filter2D(  # noqa: N802
+    src,
+    ddepth,
+    kernel,
+    dst=None,
+    anchor=(-1, -1),
+    delta=0,
+    borderType=_cv2.BORDER_DEFAULT,  # noqa: N803
+):
+    src = common.image("filter2D", src)
+    kernel = np.asarray(kernel, np.float64)
+    if kernel.ndim == 1:
+        kernel = kernel[:, None]
+    border = _border("filter2D", borderType)
+    if not _takes(src):
+        return common.opencv(
+            "filter2D",
+            f"{src.dtype} is not accelerated",
+            src,
+            ddepth,
+            kernel,
+            dst=dst,
+            anchor=anchor,
+            delta=delta,
+            borderType=borderType,
+        )
+    return _run_linear(
+        "filter2D", src, ddepth, dst, kernel_2d=kernel, anchor=anchor, delta=delta, border=border
+    )
+
+
+@common.accelerate("sepFilter2D")
+def sepFilter2D(  # noqa: N802
+    src,
+    ddepth,
+    kernelX,
+    kernelY,
+    dst=None,
+    anchor=(-1, -1),
+    delta=0,  # noqa: N803
+    borderType=_cv2.BORDER_DEFAULT,  # noqa: N803
+):
+    src = common.image("sepFilter2D", src)
+    border = _border("sepFilter2D", borderType)
+    if not _takes(src):
+        return common.opencv(
+            "sepFilter2D",
+            f"{src.dtype} is not accelerated",
+            src,
+            ddepth,
+            kernelX,
+            kernelY,
+            dst=dst,
+            anchor=anchor,
+            delta=delta,
+            borderType=borderType,
+        )
+    return _run_linear(
+        "sepFilter2D",
+        src,
+        ddepth,
+        dst,
+        kernel_x=np.ravel(kernelX),
+        kernel_y=np.ravel(kernelY),
+        anchor=anchor,
+        delta=delta,
+        border=border,
+    )
+
+
+@common.accelerate("Sobel")
+def Sobel(  # noqa: N802
+    src,
+    ddepth,
+    dx,
+    dy,
+    dst=None,
+    ksize=3,
+    scale=1,
+    delta=0,
+    borderType=_cv2.BORDER_DEFAULT,  # noqa: N803
+):
+    src = common.image("Sobel", src)
+    if ksize != -1 and (ksize <= 0 or ksize % 2 == 0 or ksize > 31):
+        raise common.error("getSobelKernels", "ksize % 2 == 1 && ksize <= 31")
+    if dx < 0 or dy < 0 or dx + dy <= 0:
+        raise common.error("getSobelKernels", "dx >= 0 && dy >= 0 && dx+dy > 0")
+    if ksize == -1 and not (dx + dy == 1):
+        raise common.error("getScharrKernels", "dx >= 0 && dy >= 0 && dx+dy == 1")
+    border = _border("Sobel", borderType)
+    if not _takes(src):
+        return common.opencv(
+            "Sobel",
+            f"{src.dtype} is not accelerated",
+            src,
+            ddepth,
+            dx,
+            dy,
+            dst=dst,
+            ksize=ksize,
+            scale=scale,
+            delta=delta,
+            borderType=borderType,
+        )
+    kx, ky = F.deriv_kernel(dx, ksize), F.deriv_kernel(dy, ksize)
+    if ksize == 1 and dx == 0:  # ksize 1: the derivative axis alone (3 taps), no smoothing
+        kx = np.array([1.0])
+    if ksize == 1 and dy == 0:
+        ky = np.array([1.0])
+    return _run_linear(
+        "Sobel", src, ddepth, dst, kernel_x=kx, kernel_y=ky, delta=delta, border=border, scale=scale
+    )
+
+
+@common.accelerate("Scharr")
+def Scharr(  # noqa: N802
+    src,
+    ddepth,
+    dx,
+    dy,
+    dst=None,
+    scale=1,
+    delta=0,
+    borderType=_cv2.BORDER_DEFAULT,  # noqa: N803
+):
+    src = common.image("Scharr", src)
+    if dx < 0 or dy < 0 or dx + dy != 1:
+        raise common.error("getScharrKernels", "dx >= 0 && dy >= 0 && dx+dy == 1")
+    return Sobel(
+        src, ddepth, dx, dy, dst=dst, ksize=-1, scale=scale, delta=delta, borderType=borderType
+    )
+
+
+@common.accelerate("Laplacian")
+def Laplacian(  # noqa: N802
+    src,
+    ddepth,
+    dst=None,
+    ksize=1,
+    scale=1,
+    delta=0,
+    borderType=_cv2.BORDER_DEFAULT,  # noqa: N803
+):
+    src = common.image("Laplacian", src)
+    if ksize <= 0 or ksize % 2 == 0 or ksize > 31:
+        raise common.error("Laplacian", "ksize > 0 && ksize % 2 == 1 && ksize <= 31")
+    border = _border("Laplacian", borderType)
+    if not _takes(src):
+        return common.opencv(
+            "Laplacian",
+            f"{src.dtype} is not accelerated",
+            src,
+            ddepth,
+            dst=dst,
+            ksize=ksize,
+            scale=scale,
+            delta=delta,
+            borderType=borderType,
+        )
+    if ksize <= 3:
+        kernel = np.array(
+            [[0, 1, 0], [1, -4, 1], [0, 1, 0]]
+            if ksize == 1
+            else [[2, 0, 2], [0, -8, 0], [2, 0, 2]],
+            np.float64,
+        )
+    else:  # d2/dx2 + d2/dy2, both Sobel kernels of size ksize, as one 2-D kernel
+        d2, smooth = F.deriv_kernel(2, ksize), F.deriv_kernel(0, ksize)
+        kernel = np.outer(smooth, d2) + np.outer(d2, smooth)
+    return _run_linear(
+        "Laplacian", src, ddepth, dst, kernel_2d=kernel * scale, delta=delta, border=border
+    )
+
+
+@common.accelerate("medianBlur")
+def medianBlur(src, ksize, dst=None):  # noqa: N802
+    src = common.image("medianBlur", src)
+    if ksize <= 1 or ksize % 2 == 0:
+        raise common.error("medianBlur", "(ksize % 2 == 1) && (ksize > 1)")
+    if src.dtype != np.uint8 or ksize > 5:
+        return common.opencv(
+            "medianBlur", "only uint8 with ksize 3 and 5 is accelerated", src, ksize, dst=dst
+        )
+    return _call("medianBlur", F.median_u8, src, {"ksize": int(ksize)}, dst)
+
+
+def _morph(src, kernel, anchor, dilate, iterations, border, border_value):
+    out = src
+    for _ in range(iterations):
+        out = F.morphology(out, np.array(kernel, np.uint8), anchor, dilate, border, border_value)
+    return out
+
+
+def _morph_params(func, kernel, anchor, iterations, borderType, borderValue):  # noqa: N803
+    kernel = np.ones((3, 3), np.uint8) if kernel is None or np.size(kernel) == 0 else kernel
+    kernel = (np.asarray(kernel) != 0).astype(np.uint8)
+    default = borderValue is None or (
+        np.ravel(borderValue).size and float(np.ravel(borderValue)[0]) == 1.7976931348623157e308
+    )
+    return dict(
+        kernel=kernel.tolist(),
+        anchor=tuple(int(a) for a in anchor),
+        iterations=max(int(iterations), 1),
+        border=_border(func, borderType),
+        border_value=None if default else float(np.ravel(borderValue)[0]),
+    )
+
+
+def _morph_call(func, dilate, src, kernel, dst, anchor, iterations, borderType, borderValue):  # noqa: N803
+    src = common.image(func, src)
+    if not _takes(src):
+        return common.opencv(
+            func,
+            f"{src.dtype} is not accelerated",
+            src,
+            kernel,
+            dst=dst,
+            anchor=anchor,
+            iterations=iterations,
+            borderType=borderType,
+        )
+    params = _morph_params(func, kernel, anchor, iterations, borderType, borderValue)
+    return _call(func, _morph, src, dict(params, dilate=dilate), dst)
+
+
+@common.accelerate("erode")
+def erode(
+    src,
+    kernel,
+    dst=None,
+    anchor=(-1, -1),
+    iterations=1,
+    borderType=_cv2.BORDER_CONSTANT,
+    borderValue=None,
+):  # noqa: N803
+    return _morph_call(
+        "erode", False, src, kernel, dst, anchor, iterations, borderType, borderValue
+    )
+
+
+@common.accelerate("dilate")
+def dilate(
+    src,
+    kernel,
+    dst=None,
+    anchor=(-1, -1),
+    iterations=1,
+    borderType=_cv2.BORDER_CONSTANT,
+    borderValue=None,
+):  # noqa: N803
+    return _morph_call(
+        "dilate", True, src, kernel, dst, anchor, iterations, borderType, borderValue
+    )
+
+
+def _morph_ex(src, op, kernel, anchor, iterations, border, border_value):
+    import tensorflow as tf
+
+    def er(x):
+        return _morph(x, kernel, anchor, False, iterations, border, border_value)
+
+    def di(x):
+        return _morph(x, kernel, anchor, True, iterations, border, border_value)
+
+    if op == _cv2.MORPH_ERODE:
+        return er(src)
+    if op == _cv2.MORPH_DILATE:
+        return di(src)
+    if op == _cv2.MORPH_OPEN:
+        return di(er(src))
+    if op == _cv2.MORPH_CLOSE:
+        return er(di(src))
+    wide = tf.int32 if src.dtype.is_integer else src.dtype
+    # GRADIENT, TOPHAT, BLACKHAT: differences, saturated as OpenCV's subtract does.
+    if op == _cv2.MORPH_GRADIENT:
+        a, b = di(src), er(src)
+    elif op == _cv2.MORPH_TOPHAT:
+        a, b = src, di(er(src))
+    else:
+        a, b = er(di(src)), src
+    return (
+        F.saturate(tf.cast(a, wide) - tf.cast(b, wide), src.dtype)
+        if src.dtype.is_integer
+        else a - b
+    )
+
+
+@common.accelerate("morphologyEx")
+def morphologyEx(
+    src,
+    op,
+    kernel,
+    dst=None,
+    anchor=(-1, -1),
+    iterations=1,  # noqa: N802
+    borderType=_cv2.BORDER_CONSTANT,
+    borderValue=None,
+):  # noqa: N803
+    src = common.image("morphologyEx", src)
+    ops = (
+        _cv2.MORPH_ERODE,
+        _cv2.MORPH_DILATE,
+        _cv2.MORPH_OPEN,
+        _cv2.MORPH_CLOSE,
+        _cv2.MORPH_GRADIENT,
+        _cv2.MORPH_TOPHAT,
+        _cv2.MORPH_BLACKHAT,
+    )
+    if op not in ops or not _takes(src):
+        return common.opencv(
+            "morphologyEx",
+            f"op {op} / {src.dtype} is not accelerated",
+            src,
+            op,
+            kernel,
+            dst=dst,
+            anchor=anchor,
+            iterations=iterations,
+            borderType=borderType,
+        )
+    params = _morph_params("morphologyEx", kernel, anchor, iterations, borderType, borderValue)
+    return _call("morphologyEx", _morph_ex, src, dict(params, op=int(op)), dst)
+
+
+def _canny_prepare(gray, low, high, l2):
+    import tensorflow as tf
+
+    dx, dy = ops_image.sobel_3x3(tf.cast(gray, tf.int32))
+    return ops_image.canny_candidates(dx, dy, low, high, l2)
+
+
+# Hysteresis rounds per compiled step of an eager Canny (see samples/canny.py).
+CANNY_ROUNDS = 8
+
+
+@common.accelerate("Canny")
+def Canny(image, threshold1, threshold2, edges=None, apertureSize=3, L2gradient=False):  # noqa: N802,N803
+    image = common.image("Canny", image, "image")
+    if apertureSize not in (3, 5, 7):
+        raise common.error(
+            "Canny", "((aperture_size & 1) != 0) && (aperture_size >= 3) && (aperture_size <= 7)"
+        )
+    if image.dtype != np.uint8:
+        raise common.error("Canny", "_src.depth() == CV_8U")
+    if image.ndim != 2 or apertureSize != 3:
+        return common.opencv(
+            "Canny",
+            "only single-channel images with apertureSize 3 are accelerated",
+            image,
+            threshold1,
+            threshold2,
+            edges=edges,
+            apertureSize=apertureSize,
+            L2gradient=L2gradient,
+        )
+    low, high = ops_image.canny_thresholds(threshold1, threshold2, bool(L2gradient))
+    params = dict(low=low, high=high, l2=bool(L2gradient))
+    if engine.is_graph_call(image):
+        raise common.error(
+            "Canny",
+            "graph mode: hysteresis iterates to a fixed point, which"
+            " gdp runs eagerly; call Canny on arrays",
+        )
+    candidates, strong = engine.run("Canny.prepare", _canny_prepare, [image], params, outputs=2)
+    while True:  # hysteresis to its fixed point, CANNY_ROUNDS rounds per run
+        grown = engine.run(
+            "Canny.track", ops_image.hysteresis_step, [candidates, strong], {"steps": CANNY_ROUNDS}
+        )
+        if np.array_equal(grown, strong):
+            break
+        strong = grown
+    return common.finish(strong * np.uint8(255), edges)

@@ -111,3 +111,33 @@ def _convert(u8: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "int16":
         return (u8.astype(np.int16) - 128) * 100
     raise ValueError(dtype)
+
+
+def split_core(cases: list[Case], per_function: int = 3) -> list:
+    """pytest params: `per_function` cases of each function, spread over its list, run by
+    `make test`; the others are marked slow (pytest -m slow, and docs/make_conformance.py)."""
+    import pytest
+
+    by_function: dict[str, list[int]] = {}
+    for index, case in enumerate(cases):
+        by_function.setdefault(case.function, []).append(index)
+    core = set()
+    for indices in by_function.values():
+        step = max(1, len(indices) // per_function)
+        core.update(indices[::step][:per_function])
+    return [
+        pytest.param(case, id=case.id, marks=() if i in core else pytest.mark.slow)
+        for i, case in enumerate(cases)
+    ]
+
+
+def check(case: Case) -> None:
+    """Assert a case holds its tolerance, or, for a known miss, that it runs with OpenCV's
+    output shape and type."""
+    err, passed, got, want = case.run()
+    if case.known_miss:
+        assert np.asarray(got).shape == np.asarray(want).shape
+        assert np.asarray(got).dtype == np.asarray(want).dtype
+        return
+    assert np.asarray(got).dtype == np.asarray(want).dtype, (np.asarray(got).dtype, want.dtype)
+    assert passed, f"{case.id}: max error {err} over the tolerance {case.tolerance}"

@@ -1,0 +1,262 @@
+"""OpenCV's linear filters as TF ops, with OpenCV's kernels, borders and roundings.
+
+Every filter pads with ops/border.py (OpenCV's exact borders) and sums shifted views, so it is
+elementwise arithmetic a backend fuses into one kernel. uint8 Gaussian blur is OpenCV's
+bit-exact fixed point: 8-fraction-bit kernels, exact integer sums, one rounding at the end.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import tensorflow as tf
+from gdp.ops import border as B
+
+# cv::getGaussianKernel's tables for sigma <= 0 and ksize <= 9 (imgproc/src/smooth.dispatch.cpp).
+_SMALL_GAUSSIAN = {
+    1: [1.0],
+    3: [0.25, 0.5, 0.25],
+    5: [0.0625, 0.25, 0.375, 0.25, 0.0625],
+    7: [0.03125, 0.109375, 0.21875, 0.28125, 0.21875, 0.109375, 0.03125],
+    9: [v / 256 for v in (4, 13, 30, 51, 60, 51, 30, 13, 4)],
+}
+
+
+def gaussian_kernel(n: int, sigma: float) -> np.ndarray:
+    """cv::getGaussianKernel(n, sigma) in float64 (the bit-exact variant's values)."""
+    if sigma <= 0 and n in _SMALL_GAUSSIAN:
+        return np.array(_SMALL_GAUSSIAN[n])
+    sigma = sigma if sigma > 0 else 0.15 * n + 0.35  # ((n - 1) * 0.5 - 1) * 0.3 + 0.8
+    half = (n - 1) // 2
+    scale = -0.125 / (sigma * sigma)
+    values = [math.exp(float((2 * i + 1 - n) ** 2) * scale) for i in range(half)]
+    total = 2 * sum(values) + 1.0 + (1.0 if n % 2 == 0 else 0.0)
+    kernel = np.empty(n)
+    for i, v in enumerate(values):
+        kernel[i] = kernel[n - 1 - i] = v / total
+    kernel[half] = 1.0 / total
+    if n % 2 == 0:
+        kernel[half + 1] = kernel[half]
+    return kernel
+
+
+def gaussian_kernel_fixed(n: int, sigma: float, fraction_bits: int = 8) -> np.ndarray:
+    """The integer kernel (sum 2^fraction_bits) OpenCV's bit-exact Gaussian uses: values
+    rounded with error diffusion from the outside in, the centre taking the remainder
+    (getGaussianKernelFixedPoint_ED)."""
+    kernel = gaussian_kernel(n, sigma)
+    one = 1 << fraction_bits
+    out = np.zeros(n, np.int64)
+    err = 0.0
+    total = 0
+    for i in range(n // 2):
+        adjusted = kernel[i] * one + err
+        v = int(np.rint(adjusted))
+        err = adjusted - v
+        out[i] = out[n - 1 - i] = v
+        total += v
+    out[n // 2] = one - 2 * total
+    return out
+
+
+def gaussian_ksize(sigma: float, dtype: tf.DType) -> int:
+    """OpenCV's kernel size for ksize 0: 3 sigma each side for uint8, 4 for the rest."""
+    radius = 3 if dtype == tf.uint8 else 4
+    return (int(round(sigma * radius * 2 + 1)) | 1) if sigma > 0 else 1
+
+
+def _taps(padded: tf.Tensor, kernel: np.ndarray, axis: int, length: int) -> tf.Tensor:
+    """sum of kernel[t] * padded shifted by t along `axis` (0: rows, 1: columns), skipping
+    zero taps; `length` is the unpadded extent of that axis."""
+    total = None
+    for t, weight in enumerate(kernel):
+        if weight == 0:
+            continue
+        index = [slice(None)] * padded.shape.rank
+        index[axis] = slice(t, t + length)
+        view = padded[tuple(index)]
+        term = view if weight == 1 else view * tf.constant(weight, padded.dtype)
+        total = term if total is None else total + term
+    if total is None:
+        index = [slice(None)] * padded.shape.rank
+        index[axis] = slice(0, length)
+        total = tf.zeros_like(padded[tuple(index)])
+    return total
+
+
+def sep_filter(
+    image: tf.Tensor,
+    kernel_x: np.ndarray,
+    kernel_y: np.ndarray,
+    anchor: tuple[int, int] = (-1, -1),
+    border: int = B.BORDER_REFLECT_101,
+    value: float = 0.0,
+) -> tf.Tensor:
+    """Row pass with kernel_x, then column pass with kernel_y, in the image's dtype (cast it
+    first to accumulate wider). anchor (x, y), -1 for the centre."""
+    kx, ky = len(kernel_x), len(kernel_y)
+    ax = anchor[0] if anchor[0] >= 0 else kx // 2
+    ay = anchor[1] if anchor[1] >= 0 else ky // 2
+    h, w = image.shape[0], image.shape[1]
+    padded = B.pad(image, ay, ky - 1 - ay, ax, kx - 1 - ax, border, value)
+    rows = _taps(padded, np.asarray(kernel_x), 1, w)
+    return _taps(rows, np.asarray(kernel_y), 0, h)
+
+
+def filter_2d(
+    image: tf.Tensor,
+    kernel: np.ndarray,
+    anchor: tuple[int, int] = (-1, -1),
+    border: int = B.BORDER_REFLECT_101,
+) -> tf.Tensor:
+    """Correlation with a 2-D kernel (cv::filter2D), in the image's dtype."""
+    kernel = np.asarray(kernel)
+    kh, kw = kernel.shape
+    ax = anchor[0] if anchor[0] >= 0 else kw // 2
+    ay = anchor[1] if anchor[1] >= 0 else kh // 2
+    h, w = image.shape[0], image.shape[1]
+    padded = B.pad(image, ay, kh - 1 - ay, ax, kw - 1 - ax, border)
+    total = None
+    for dy in range(kh):
+        for dx in range(kw):
+            weight = kernel[dy, dx]
+            if weight == 0:
+                continue
+            view = padded[dy : dy + h, dx : dx + w]
+            term = view if weight == 1 else view * tf.constant(weight, image.dtype)
+            total = term if total is None else total + term
+    return total if total is not None else tf.zeros_like(image)
+
+
+def saturate(x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+    """cv::saturate_cast from float: round half to even, clamp to the type's range."""
+    if dtype.is_floating:
+        return tf.cast(x, dtype)
+    x = tf.clip_by_value(tf.round(x), dtype.min, dtype.max)
+    return tf.cast(x, dtype)
+
+
+def gaussian_blur(
+    image: tf.Tensor,
+    ksize: tuple[int, int],
+    sigma_x: float,
+    sigma_y: float = 0.0,
+    border: int = B.BORDER_REFLECT_101,
+) -> tf.Tensor:
+    """cv::GaussianBlur. uint8: OpenCV's bit-exact fixed point (8-bit kernels, exact int32
+    sums, (v + 2^15) >> 16). Floats: float64 kernels rounded to the image's type."""
+    kw, kh = ksize
+    sigma_y = sigma_y if sigma_y > 0 else sigma_x
+    if kw <= 0:
+        kw = gaussian_ksize(sigma_x, image.dtype)
+    if kh <= 0:
+        kh = gaussian_ksize(sigma_y, image.dtype)
+    if image.dtype == tf.uint8:
+        kx = gaussian_kernel_fixed(kw, sigma_x).astype(np.int32)
+        ky = gaussian_kernel_fixed(kh, sigma_y).astype(np.int32)
+        total = sep_filter(tf.cast(image, tf.int32), kx, ky, border=border)
+        return tf.cast(tf.bitwise.right_shift(total + (1 << 15), 16), tf.uint8)
+    np_dtype = image.dtype.as_numpy_dtype
+    kx = gaussian_kernel(kw, sigma_x).astype(np_dtype)
+    ky = gaussian_kernel(kh, sigma_y).astype(np_dtype)
+    return sep_filter(image, kx, ky, border=border)
+
+
+def box_kernel(n: int) -> np.ndarray:
+    return np.ones(n)
+
+
+def deriv_kernel(order: int, ksize: int) -> np.ndarray:
+    """One axis of cv::getDerivKernels (getSobelKernels): binomial smoothing and `order`
+    differences; ksize -1 (FILTER_SCHARR) is Scharr's [3, 10, 3] / [-1, 0, 1]."""
+    if ksize == -1:
+        return np.array([3.0, 10.0, 3.0]) if order == 0 else np.array([-1.0, 0.0, 1.0])
+    if ksize == 1 and order > 0:
+        ksize = 3
+    if ksize == 1:
+        return np.array([1.0])
+    if ksize == 3:
+        return np.array([[1.0, 2.0, 1.0], [-1.0, 0.0, 1.0], [1.0, -2.0, 1.0]][min(order, 2)])
+    kernel = [1] + [0] * ksize
+    for _ in range(ksize - order - 1):
+        old = kernel[0]
+        for j in range(1, ksize + 1):
+            new = kernel[j] + kernel[j - 1]
+            kernel[j - 1] = old
+            old = new
+    for _ in range(order):
+        old = -kernel[0]
+        for j in range(1, ksize + 1):
+            new = kernel[j - 1] - kernel[j]
+            kernel[j - 1] = old
+            old = new
+    return np.array(kernel[:ksize], np.float64)
+
+
+def minimum(a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
+    """Elementwise min as a compare and a select, which backends fuse (TVM imports ONNX Min as
+    a stack and a reduction)."""
+    return tf.where(a < b, a, b)
+
+
+def maximum(a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
+    return tf.where(a > b, a, b)
+
+
+def morphology(
+    image: tf.Tensor,
+    kernel: np.ndarray,
+    anchor: tuple[int, int],
+    dilate: bool,
+    border: int,
+    border_value: float | None,
+) -> tf.Tensor:
+    """cv::erode / cv::dilate, one iteration: min (max) over the kernel's non-zero taps.
+    border_value None is OpenCV's morphologyDefaultBorderValue: outside pixels never win."""
+    kernel = np.asarray(kernel)
+    kh, kw = kernel.shape
+    ax = anchor[0] if anchor[0] >= 0 else kw // 2
+    ay = anchor[1] if anchor[1] >= 0 else kh // 2
+    h, w = image.shape[0], image.shape[1]
+    if border_value is None and (border & ~B.BORDER_ISOLATED) == B.BORDER_CONSTANT:
+        dtype = image.dtype
+        if dtype.is_floating:
+            border_value = -np.inf if dilate else np.inf
+        else:
+            border_value = dtype.min if dilate else dtype.max
+    value = border_value if border_value is not None else 0.0
+    padded = B.pad(image, ay, kh - 1 - ay, ax, kw - 1 - ax, border, _scalar(value, image))
+    pick = maximum if dilate else minimum
+    total = None
+    for dy in range(kh):
+        for dx in range(kw):
+            if kernel[dy, dx]:
+                view = padded[dy : dy + h, dx : dx + w]
+                total = view if total is None else pick(total, view)
+    return total if total is not None else image
+
+
+def _scalar(value, image: tf.Tensor):
+    channels = image.shape[2] if image.shape.rank == 3 else 1
+    return [value] * min(channels, 4)
+
+
+def median_u8(image: tf.Tensor, ksize: int) -> tf.Tensor:
+    """cv::medianBlur on uint8 (BORDER_REPLICATE, as OpenCV): the median found bit by bit,
+    from the top: it is the largest v with fewer than half the window's pixels below v. Each
+    bit costs one compare per tap, all elementwise."""
+    r = ksize // 2
+    h, w = image.shape[0], image.shape[1]
+    padded = tf.cast(B.pad(image, r, r, r, r, B.BORDER_REPLICATE), tf.int32)
+    views = [padded[dy : dy + h, dx : dx + w] for dy in range(ksize) for dx in range(ksize)]
+    half = len(views) // 2
+    median = tf.zeros_like(views[0])
+    for bit in (128, 64, 32, 16, 8, 4, 2, 1):
+        candidate = median + bit
+        below = None
+        for view in views:
+            term = tf.cast(view < candidate, tf.int32)
+            below = term if below is None else below + term
+        median = tf.where(below <= half, candidate, median)
+    return tf.cast(median, tf.uint8)

@@ -1,0 +1,100 @@
+"""gdp.cv2's filters against OpenCV (the conformance cases), and the shim's behaviour: cache,
+graph mode, fallthrough, strict mode, errors, dst=."""
+
+import cv2 as real
+import numpy as np
+import pytest
+
+import gdp
+import gdp.cv2 as cv2
+from tests.conformance import cases_filters
+from tests.conformance.core import check, split_core
+
+
+@pytest.mark.parametrize("case", split_core(cases_filters.cases()))
+def test_filters_match_opencv(case):
+    check(case)
+
+
+def test_a_second_call_does_not_compile():
+    image = np.random.default_rng(0).integers(0, 256, (13, 11, 3), dtype=np.uint8)
+    cv2.GaussianBlur(image, (3, 3), 0)
+    before = cv2.cache_info()
+    out = cv2.GaussianBlur(image, (3, 3), 0)
+    after = cv2.cache_info()
+    assert after.compilations == before.compilations
+    assert after.hits == before.hits + 1
+    np.testing.assert_array_equal(out, real.GaussianBlur(image, (3, 3), 0))
+    cv2.GaussianBlur(image, (5, 5), 0)  # other parameters: another program
+    assert cv2.cache_info().compilations == after.compilations + 1
+
+
+def test_names_fall_through_to_opencv_and_strict_mode_refuses(monkeypatch):
+    assert "GaussianBlur" in cv2.accelerated()
+    assert cv2.imread is real.imread
+    assert cv2.BORDER_REFLECT_101 == real.BORDER_REFLECT_101
+    assert cv2.error is real.error
+    monkeypatch.setenv("GDP_CV2_STRICT", "1")
+    with pytest.raises(cv2.FallthroughError, match="imread"):
+        cv2.imread  # noqa: B018 - the access is the fallthrough
+    assert cv2.BORDER_CONSTANT == 0  # constants are not calls
+    with pytest.raises(cv2.FallthroughError, match="uint16"):
+        cv2.GaussianBlur(np.zeros((4, 4), np.uint16), (3, 3), 0)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda x: cv2.GaussianBlur(x, (4, 4), 0), "ksize.width"),
+        (lambda x: cv2.GaussianBlur(x, (0, 0), 0), "sigma"),
+        (lambda x: cv2.GaussianBlur(x[:0], (3, 3), 0), "empty"),
+        (lambda x: cv2.Sobel(x, real.CV_16S, 0, 0), "dx+dy"),
+        (lambda x: cv2.medianBlur(x, 4), "ksize"),
+        (lambda x: cv2.blur(x, (3, 3), borderType=real.BORDER_WRAP), "border"),
+        (lambda x: cv2.GaussianBlur("image", (3, 3), 0), "numpy array"),
+    ],
+)
+def test_bad_arguments_raise_cv2_error(call, message):
+    image = np.zeros((8, 8), np.uint8)
+    with pytest.raises(real.error, match=message):
+        call(image)
+
+
+def test_dst_is_filled_in_place():
+    image = np.random.default_rng(1).integers(0, 256, (9, 7), dtype=np.uint8)
+    dst = np.empty_like(image)
+    out = cv2.medianBlur(image, 3, dst=dst)
+    assert out is dst
+    np.testing.assert_array_equal(dst, real.medianBlur(image, 3))
+
+
+def test_a_chain_in_a_tf_function_compiles_to_fewer_kernels_than_the_calls():
+    import tensorflow as tf
+
+    rgb = np.random.default_rng(2).integers(0, 256, (48, 64, 3), dtype=np.uint8)
+
+    def chain(x):
+        blurred = cv2.GaussianBlur(x, (5, 5), 0)
+        gray = cv2.erode(blurred, np.ones((3, 3), np.uint8))
+        return cv2.Sobel(gray, real.CV_16S, 1, 0)
+
+    @tf.function(input_signature=[tf.TensorSpec(rgb.shape, tf.uint8, name="rgb")])
+    def fused(x):
+        return {"dx": chain(x)}
+
+    model = gdp.compile(fused, target="cpu")
+    got = model(rgb)
+    want = real.Sobel(
+        real.erode(real.GaussianBlur(rgb, (5, 5), 0), np.ones((3, 3), np.uint8)), real.CV_16S, 1, 0
+    )
+    np.testing.assert_array_equal(got, want)
+    one_by_one = 0
+    gdp.set_target("cpu")
+    try:
+        cv2.clear_cache()
+        chain(rgb)
+        for program in cv2.engine._programs.values():
+            one_by_one += program.report()["kernels"]
+    finally:
+        gdp.set_target(None)
+    assert model.report()["kernels"] < one_by_one
