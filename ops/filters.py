@@ -194,16 +194,6 @@ def deriv_kernel(order: int, ksize: int) -> np.ndarray:
     return np.array(kernel[:ksize], np.float64)
 
 
-def minimum(a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
-    """Elementwise min as a compare and a select, which backends fuse (TVM imports ONNX Min as
-    a stack and a reduction)."""
-    return tf.where(a < b, a, b)
-
-
-def maximum(a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
-    return tf.where(a > b, a, b)
-
-
 def morphology(
     image: tf.Tensor,
     kernel: np.ndarray,
@@ -227,7 +217,7 @@ def morphology(
             border_value = dtype.min if dilate else dtype.max
     value = border_value if border_value is not None else 0.0
     padded = B.pad(image, ay, kh - 1 - ay, ax, kw - 1 - ax, border, _scalar(value, image))
-    pick = maximum if dilate else minimum
+    pick = tf.maximum if dilate else tf.minimum
     total = None
     for dy in range(kh):
         for dx in range(kw):

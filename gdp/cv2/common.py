@@ -53,7 +53,13 @@ def error(func: str, message: str) -> _cv2.error:
 
 
 def image(func: str, src, name: str = "src") -> np.ndarray:
-    """`src` as OpenCV takes an image: a non-empty 2-D or 3-D (HWC, 1..4 channels) array."""
+    """`src` as OpenCV takes an image: a non-empty 2-D or 3-D (HWC, 1..4 channels) array. A TF
+    tensor (graph mode) passes as it is, checked on its static shape."""
+    if not isinstance(src, np.ndarray) and _is_tensor(src):
+        shape = src.shape
+        if shape.rank not in (2, 3) or (shape.rank == 3 and shape[2] not in (1, 2, 3, 4)):
+            raise error(func, f"{name} must be HxW or HxWxC with 1 to 4 channels, got {shape}")
+        return src
     if not isinstance(src, np.ndarray):
         raise _cv2.error(
             f"OpenCV(gdp) error: (-5:Bad argument) in function '{func}'\n> Overload resolution"
@@ -67,6 +73,12 @@ def image(func: str, src, name: str = "src") -> np.ndarray:
     return np.ascontiguousarray(src)
 
 
+def dtype_of(src) -> np.dtype:
+    """The NumPy dtype of an array or a TF tensor."""
+    dtype = src.dtype
+    return np.dtype(getattr(dtype, "as_numpy_dtype", dtype))
+
+
 def channels(src: np.ndarray) -> int:
     return 1 if src.ndim == 2 else src.shape[2]
 
@@ -78,3 +90,10 @@ def finish(result: np.ndarray, dst) -> np.ndarray:
         np.copyto(dst, result)
         return dst
     return result
+
+
+def _is_tensor(value) -> bool:
+    import sys
+
+    tf = sys.modules.get("tensorflow")  # a TF tensor exists only if TF is loaded
+    return tf is not None and tf.is_tensor(value)

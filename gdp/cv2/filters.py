@@ -38,7 +38,7 @@ def _border(func: str, border_type: int) -> int:
 
 def _out_dtype(func: str, src: np.ndarray, ddepth: int) -> np.dtype:
     if ddepth is None or ddepth < 0:
-        return src.dtype
+        return common.dtype_of(src)
     if ddepth not in _CV_DEPTH:
         raise common.error(func, f"unsupported ddepth {ddepth}")
     return np.dtype(_CV_DEPTH[ddepth])
@@ -82,8 +82,8 @@ def _call(name, graph, src, params, dst):
     return common.finish(engine.run(name, graph, [src], params), dst)
 
 
-def _takes(src: np.ndarray) -> bool:
-    return src.dtype in _DEPTHS or src.dtype in _FLOATS
+def _takes(src) -> bool:
+    return common.dtype_of(src) in _DEPTHS | _FLOATS
 
 
 def _ksize(func: str, ksize) -> tuple[int, int]:
@@ -111,7 +111,7 @@ def GaussianBlur(  # noqa: N802
     if (kw == 0 and sigmaX <= 0) or (kh == 0 and max(sigmaY, sigmaX) <= 0):
         raise common.error("createGaussianKernels", "ksize is 0 and sigma is not positive")
     border = _border("GaussianBlur", borderType)
-    if src.dtype not in (np.uint8, np.float32, np.float64):
+    if common.dtype_of(src) not in (np.uint8, np.float32, np.float64):
         reason = f"{src.dtype} is not accelerated (uint8, float32, float64 are)"
         return common.opencv(
             "GaussianBlur",
@@ -412,7 +412,7 @@ def medianBlur(src, ksize, dst=None):  # noqa: N802
     src = common.image("medianBlur", src)
     if ksize <= 1 or ksize % 2 == 0:
         raise common.error("medianBlur", "(ksize % 2 == 1) && (ksize > 1)")
-    if src.dtype != np.uint8 or ksize > 5:
+    if common.dtype_of(src) != np.uint8 or ksize > 5:
         return common.opencv(
             "medianBlur", "only uint8 with ksize 3 and 5 is accelerated", src, ksize, dst=dst
         )
@@ -575,7 +575,7 @@ def Canny(image, threshold1, threshold2, edges=None, apertureSize=3, L2gradient=
         raise common.error(
             "Canny", "((aperture_size & 1) != 0) && (aperture_size >= 3) && (aperture_size <= 7)"
         )
-    if image.dtype != np.uint8:
+    if common.dtype_of(image) != np.uint8:
         raise common.error("Canny", "_src.depth() == CV_8U")
     if image.ndim != 2 or apertureSize != 3:
         return common.opencv(

@@ -20,6 +20,7 @@ import tvm
 from gdp.runtime.backends.base import Backend, Executable
 from gdp.runtime.backends.tvm_schedules import schedule_cpu
 from gdp.runtime.profiling import Profile
+from tvm import relax
 from tvm.runtime.vm import VirtualMachine
 
 from gdp.errors import CompileError, UnsupportedOpError
@@ -120,7 +121,6 @@ class TvmLlvmBackend(Backend):
         )
 
     def compile(self, model: onnx.ModelProto, outdir: Path, options: dict) -> dict:
-        from tvm import relax
         from tvm.relax.frontend.onnx import from_onnx
 
         _check_importable(model)
@@ -128,6 +128,7 @@ class TvmLlvmBackend(Backend):
             mod = from_onnx(model, keep_params_in_input=False)
         except Exception as err:
             raise CompileError(f"TVM's Relax ONNX importer failed: {err}") from err
+        mod["main"] = _pairwise_min_max(mod["main"])
         target = tvm.target.Target(_host_target_dict())
         try:
             with target:
@@ -142,6 +143,30 @@ class TvmLlvmBackend(Backend):
 
     def load(self, artifact_dir: Path, meta: dict) -> Executable:
         return TvmExecutable(tvm.runtime.load_module(str(artifact_dir / LIBRARY)))
+
+
+def _pairwise_min_max(func: relax.Function) -> relax.Function:
+    """max/min of a two-tensor stack over its new axis -> elementwise maximum/minimum.
+
+    TVM's ONNX importer writes Max(a, b) and Min(a, b) of known shapes as a stack and a
+    reduction: a reduction fuses with nothing and runs as a kernel of its own, so a chain of
+    them (erosion, dilation, sorting networks) becomes one kernel per tap. The elementwise form
+    fuses into one kernel."""
+    from tvm.relax.dpl import is_op, is_tuple, rewrite_call, wildcard
+
+    a, b = wildcard(), wildcard()
+    for reduce_op, binary in (("relax.max", relax.op.maximum), ("relax.min", relax.op.minimum)):
+        pattern = is_op(reduce_op)(is_op("relax.stack")(is_tuple([a, b])))
+
+        def rewrite(call, matches, binary=binary):
+            axis = call.attrs.axis
+            over_stack = axis is not None and [int(v) for v in axis] == [0]
+            if not over_stack or call.attrs.keepdims:
+                return call
+            return binary(matches[a], matches[b])
+
+        func = rewrite_call(pattern, rewrite, func)
+    return func
 
 
 @functools.cache

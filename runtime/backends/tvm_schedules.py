@@ -38,6 +38,8 @@ MAX_VECTOR_LANES = 48
 MAX_CHANNELS = 4
 # Partial results per core of a reduction with few outputs (see _schedule_reductions).
 PARTIALS_PER_CORE = 4
+# Most expression nodes inlining may duplicate (see _reused).
+MAX_INLINED_COPY = 256
 # Below this many elements a reduction is not worth splitting across threads.
 MIN_PARALLEL_ELEMENTS = 1 << 16
 
@@ -92,6 +94,44 @@ def _is_data_movement(stmt) -> bool:
     return isinstance(value, tvm.ir.TensorLoad)
 
 
+def _reused(sch: tvm.s_tir.Schedule, block) -> bool:
+    """Whether inlining `block` would copy a large expression: its consumers read its value at
+    several places, and each place would get a copy. Along a chain of such blocks (a median's
+    bit-by-bit search, min/max networks) the copies multiply exponentially; small ones (a
+    3-tap sum read twice) are cheaper to recompute than to store."""
+    stmt = sch.get(block)
+    if not isinstance(stmt.body, tvm.tirx.BufferStore):
+        return False
+    written = stmt.writes[0].source
+    reads = 0
+    for consumer in sch.get_consumers(block):
+        body = sch.get(consumer).body
+        if isinstance(body, tvm.tirx.BufferStore):
+            reads += _walk(body.value, written)[0]
+    return (reads - 1) * _walk(stmt.body.value, None)[1] > MAX_INLINED_COPY
+
+
+# The fields through which a TIR expression holds its operands.
+_OPERANDS = ("a", "b", "value", "condition", "true_value", "false_value")
+
+
+def _walk(expr, buffer) -> tuple[int, int]:
+    """(loads of `buffer`, nodes) in the TIR expression `expr`. TVM has no Python TIR visitor;
+    this follows the operand fields the expression nodes use."""
+    if isinstance(expr, tvm.ir.TensorLoad):
+        loads, nodes = int(buffer is not None and expr.source.same_as(buffer)), 1
+        children = list(expr.indices)
+    else:
+        loads, nodes = 0, 1
+        children = [getattr(expr, f, None) for f in _OPERANDS]
+        children += list(getattr(expr, "args", None) or ())
+    for child in children:
+        if isinstance(child, tvm.ir.Expr):
+            child_loads, child_nodes = _walk(child, buffer)
+            loads, nodes = loads + child_loads, nodes + child_nodes
+    return loads, nodes
+
+
 def _is_spatial(sch: tvm.s_tir.Schedule, block) -> bool:
     return all(iv.iter_type == tvm.tirx.IterVar.DataPar for iv in sch.get(block).iter_vars)
 
@@ -112,8 +152,11 @@ def _inline_producers(sch: tvm.s_tir.Schedule) -> list:
             # An input's padding is inlined; an intermediate's stays materialised, computed
             # per strip (a reflected read of a strip-computed buffer would make each strip
             # compute all of it).
-            padding_of_input = _is_data_movement(stmt) and not sch.get_producers(block)
-            if padding_of_input or not _is_stencil_source(sch, block):
+            movement = _is_data_movement(stmt)
+            padding_of_input = movement and not sch.get_producers(block)
+            if padding_of_input or not (
+                _is_stencil_source(sch, block) or (not movement and _reused(sch, block))
+            ):
                 with contextlib.suppress(tvm.s_tir.ScheduleError):
                     sch.compute_inline(block)
                     changed = True
