@@ -12,7 +12,7 @@ from __future__ import annotations
 import cv2 as _cv2
 
 from gdp.api import default_target, set_target
-from gdp.cv2 import color, filters, geometry, pointwise  # noqa: F401 - they register functions
+from gdp.cv2 import color, dnn, filters, geometry, pointwise  # noqa: F401 - they register
 from gdp.cv2.common import ACCELERATED, FallthroughError, strict
 from gdp.cv2.engine import cache_info, clear_cache
 

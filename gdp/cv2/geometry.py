@@ -7,6 +7,7 @@ import numpy as np
 
 from gdp.cv2 import common, engine
 from gdp.ops import border as ops_border
+from gdp.ops import geometry as ops_geometry
 
 
 def _border_type(func: str, border_type: int, allowed=tuple(ops_border.BORDER_NAMES)) -> int:
@@ -86,3 +87,58 @@ def rotate(src, rotateCode, dst=None):  # noqa: N803
     if engine.is_graph_call(src):
         return _rotate(src, int(rotateCode))
     return common.finish(engine.run("rotate", _rotate, [src], {"code": int(rotateCode)}), dst)
+
+
+_INTERPOLATIONS = {
+    _cv2.INTER_NEAREST: ops_geometry.INTER_NEAREST,
+    _cv2.INTER_LINEAR: ops_geometry.INTER_LINEAR,
+    _cv2.INTER_CUBIC: ops_geometry.INTER_CUBIC,
+    _cv2.INTER_AREA: ops_geometry.INTER_AREA,
+}
+
+
+@common.accelerate("resize")
+def resize(src, dsize, dst=None, fx=0, fy=0, interpolation=_cv2.INTER_LINEAR):
+    src = common.image("resize", src)
+    h, w = int(src.shape[0]), int(src.shape[1])
+    width, height = (int(dsize[0]), int(dsize[1])) if dsize is not None else (0, 0)
+    if width > 0 and height > 0:
+        scale_x, scale_y = 1.0 / (width / w), 1.0 / (height / h)
+    else:
+        if fx <= 0 or fy <= 0:
+            raise common.error("resize", "inv_scale_x > 0 && inv_scale_y > 0")
+        width, height = int(round(w * fx)), int(round(h * fy))
+        scale_x, scale_y = 1.0 / fx, 1.0 / fy
+        if width <= 0 or height <= 0:
+            raise common.error("resize", "!dsize.empty()")
+    method = _INTERPOLATIONS.get(int(interpolation))
+    integer_scale = abs(scale_x - round(scale_x)) < 1e-12 and abs(scale_y - round(scale_y)) < 1e-12
+    # OpenCV halves by exactly 2 with the area filter even when asked for bilinear.
+    if method == ops_geometry.INTER_LINEAR and integer_scale and scale_x == 2 and scale_y == 2:
+        method = ops_geometry.INTER_AREA
+    dtype = common.dtype_of(src)
+    unsupported = (
+        method is None
+        or dtype not in (np.uint8, np.float32, np.float64)
+        or (method == ops_geometry.INTER_AREA and not (integer_scale and scale_x >= 1 <= scale_y))
+    )
+    if unsupported:
+        return common.opencv(
+            "resize",
+            "this interpolation, scale or dtype is not accelerated (nearest, linear,"
+            " cubic, and area by integer factors on uint8/float are)",
+            src,
+            dsize,
+            dst=dst,
+            fx=fx,
+            fy=fy,
+            interpolation=interpolation,
+        )
+    if (width, height) == (w, h) and method != ops_geometry.INTER_AREA:
+        return (
+            common.finish(np.array(src, copy=True), dst) if not engine.is_graph_call(src) else src
+        )
+    params = dict(width=width, height=height, scale_x=scale_x, scale_y=scale_y, method=method)
+    if engine.is_graph_call(src):
+        return ops_geometry.resize(src, **params)
+    return common.finish(engine.run("resize", ops_geometry.resize, [src], params), dst)

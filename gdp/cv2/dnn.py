@@ -1,0 +1,118 @@
+"""cv2.dnn's input preprocessing: blobFromImage and blobFromImages (resize or resize-and-crop,
+BGR<->RGB, mean subtraction, scaling, HWC -> NCHW) as one compiled program."""
+
+from __future__ import annotations
+
+import cv2 as _cv2
+import numpy as np
+
+from gdp.cv2 import common, engine
+from gdp.ops import geometry as ops_geometry
+
+
+def _blob(*images, size, crop, swap_rb, mean, scale, float_out):
+    import tensorflow as tf
+
+    planes = []
+    for image in images:
+        h, w = int(image.shape[0]), int(image.shape[1])
+        x = image
+        if size is not None and (w, h) != size:
+            if crop:  # cover the size keeping the aspect ratio, then cut the centre out
+                factor = float(np.float32(max(size[0] / np.float32(w), size[1] / np.float32(h))))
+                rw, rh = int(round(w * factor)), int(round(h * factor))
+                x = ops_geometry.resize(
+                    x, rw, rh, 1.0 / factor, 1.0 / factor, ops_geometry.INTER_LINEAR
+                )
+                left, top = int(0.5 * (rw - size[0])), int(0.5 * (rh - size[1]))
+                x = x[top : top + size[1], left : left + size[0]]
+            else:
+                x = ops_geometry.resize(
+                    x, size[0], size[1], w / size[0], h / size[1], ops_geometry.INTER_LINEAR
+                )
+        if x.shape.rank == 2:
+            x = x[:, :, None]
+        if float_out:
+            x = tf.cast(x, tf.float32)
+            channels = int(x.shape[2])
+            m = np.array(mean[:channels], np.float32)
+            if np.any(m):
+                x = x - tf.constant(m)
+            if scale != 1.0:
+                x = x * tf.constant(scale, tf.float32)
+        if swap_rb:
+            x = tf.concat([x[:, :, 2::-1], x[:, :, 3:]], axis=2)
+        planes.append(tf.transpose(x, [2, 0, 1]))
+    return tf.stack(planes)
+
+
+def _blob_call(func, images, scalefactor, size, mean, swapRB, crop, ddepth):  # noqa: N803
+    images = [common.image(func, im, "image") for im in images]
+    if not images:
+        raise common.error(func, "!images_.empty()")
+    first = images[0]
+    if any(im.shape != first.shape or im.dtype != first.dtype for im in images):
+        reason = "images of different shapes or dtypes are not accelerated"
+        return common.opencv(
+            f"dnn.{func}", reason, images, scalefactor, size, mean, swapRB, crop, ddepth=ddepth
+        )
+    if ddepth not in (_cv2.CV_32F, _cv2.CV_8U):
+        raise common.error(func, "ddepth == CV_32F || ddepth == CV_8U")
+    mean4 = [*np.ravel(mean if mean is not None else 0.0).astype(np.float64).tolist(), 0, 0, 0, 0]
+    if ddepth == _cv2.CV_8U and (scalefactor != 1.0 or any(mean4[:4])):
+        raise common.error(
+            func, "Scaling and mean subtraction is not supported for CV_8U blob depth"
+        )
+    if swapRB:  # OpenCV swaps the mean with the channels: it is given in the output's order
+        mean4[0], mean4[2] = mean4[2], mean4[0]
+    channels = 1 if first.ndim == 2 else first.shape[2]
+    if common.dtype_of(first) not in (np.uint8, np.float32) or (swapRB and channels < 3):
+        return common.opencv(
+            f"dnn.{func}",
+            "only uint8/float32 images with 1, 3 or 4 channels are accelerated",
+            images,
+            scalefactor,
+            size,
+            mean,
+            swapRB,
+            crop,
+            ddepth=ddepth,
+        )
+    wanted = None if size is None or tuple(size) in ((0, 0), ()) else (int(size[0]), int(size[1]))
+    params = dict(
+        size=wanted,
+        crop=bool(crop),
+        swap_rb=bool(swapRB),
+        mean=tuple(mean4[:4]),
+        scale=float(scalefactor),
+        float_out=ddepth == _cv2.CV_32F,
+    )
+    if engine.is_graph_call(*images):
+        return _blob(*images, **params)
+    return engine.run(f"dnn.{func}", _blob, images, params)
+
+
+@common.accelerate("dnn.blobFromImage")
+def blobFromImage(
+    image,
+    scalefactor=1.0,
+    size=None,
+    mean=None,
+    swapRB=False,
+    crop=False,  # noqa: N802,N803
+    ddepth=_cv2.CV_32F,
+):
+    return _blob_call("blobFromImage", [image], scalefactor, size, mean, swapRB, crop, ddepth)
+
+
+@common.accelerate("dnn.blobFromImages")
+def blobFromImages(
+    images,
+    scalefactor=1.0,
+    size=None,
+    mean=None,
+    swapRB=False,
+    crop=False,  # noqa: N802,N803
+    ddepth=_cv2.CV_32F,
+):
+    return _blob_call("blobFromImages", list(images), scalefactor, size, mean, swapRB, crop, ddepth)

@@ -1,0 +1,112 @@
+"""Conformance cases of geometry and DNN input: copyMakeBorder, flip, transpose, rotate,
+resize, dnn.blobFromImage(s)."""
+
+from __future__ import annotations
+
+import itertools
+
+import cv2 as real
+import numpy as np
+
+import gdp.cv2 as cv2
+from tests.conformance.cases_filters import SIZE_CLASSES, _per_image
+from tests.conformance.core import LSB1, REL_1E3, Case, images
+
+BORDERS = {
+    "CONSTANT": real.BORDER_CONSTANT,
+    "REPLICATE": real.BORDER_REPLICATE,
+    "REFLECT": real.BORDER_REFLECT,
+    "WRAP": real.BORDER_WRAP,
+    "REFLECT_101": real.BORDER_REFLECT_101,
+}
+INTERPOLATIONS = {
+    "NEAREST": real.INTER_NEAREST,
+    "LINEAR": real.INTER_LINEAR,
+    "CUBIC": real.INTER_CUBIC,
+    "AREA": real.INTER_AREA,
+}
+
+
+def cases() -> list[Case]:
+    out: list[Case] = []
+    for (name, border), dtype, size in itertools.product(
+        BORDERS.items(), ("uint8", "float32"), SIZE_CLASSES
+    ):
+        out += _per_image(
+            "copyMakeBorder",
+            dtype,
+            name,
+            size,
+            "2,1,3,0 value (9,8,7)",
+            lambda m, x, b=border: m.copyMakeBorder(x, 2, 1, 3, 0, b, value=(9, 8, 7)),
+        )
+    for code, dtype in itertools.product((0, 1, -1), ("uint8", "float32")):
+        out += _per_image(
+            "flip", dtype, "-", "odd", f"flipCode {code}", lambda m, x, c=code: m.flip(x, c)
+        )
+    out += _per_image("transpose", "uint8", "-", "odd", "", lambda m, x: m.transpose(x))
+    for code in (real.ROTATE_90_CLOCKWISE, real.ROTATE_180, real.ROTATE_90_COUNTERCLOCKWISE):
+        out += _per_image(
+            "rotate", "uint8", "-", "odd", f"code {code}", lambda m, x, c=code: m.rotate(x, c)
+        )
+    # resize: every interpolation, down and up, uint8 (<= 1 LSB) and float32 (rel 1e-3).
+    for (name, interp), dtype, dsize in itertools.product(
+        INTERPOLATIONS.items(), ("uint8", "float32"), ((40, 30), (64, 48), (321, 133))
+    ):
+        if name == "AREA" and dsize != (40, 30):
+            continue  # area is accelerated for integer downscaling factors (160x120 -> 40x30)
+        tol = LSB1 if dtype == "uint8" else REL_1E3
+        out += _per_image(
+            "resize",
+            dtype,
+            "-",
+            "photo",
+            f"{name} to {dsize[0]}x{dsize[1]}",
+            lambda m, x, i=interp, d=dsize: m.resize(x, d, interpolation=i),
+            tolerance=tol,
+        )
+    out += _per_image(
+        "resize",
+        "uint8",
+        "-",
+        "odd",
+        "LINEAR fx=1.5 fy=0.5",
+        lambda m, x: m.resize(x, None, fx=1.5, fy=0.5),
+        tolerance=LSB1,
+    )
+    # blobFromImage: the uint8 resize may differ by 1 LSB, i.e. by scalefactor in the blob.
+    for (kind, kw), size in itertools.product(
+        {
+            "resize swapRB": dict(scalefactor=1 / 255, size=(224, 224), swapRB=True),
+            "crop mean": dict(
+                scalefactor=1 / 255, size=(96, 96), mean=(104, 117, 123), swapRB=True, crop=True
+            ),
+            "uint8 blob": dict(size=(64, 64), ddepth=real.CV_8U),
+        }.items(),
+        ("photo",),
+    ):
+        scale = kw.get("scalefactor", 1.0)
+        for i, image in enumerate(images("uint8", size)):
+            out.append(
+                Case(
+                    "dnn.blobFromImage",
+                    "uint8",
+                    "-",
+                    size,
+                    f"{kind}#{i}",
+                    gdp=lambda image=image, kw=kw, s=scale: _lsb(
+                        cv2.dnn.blobFromImage(image, **kw), s
+                    ),
+                    opencv=lambda image=image, kw=kw, s=scale: _lsb(
+                        real.dnn.blobFromImage(image, **kw), s
+                    ),
+                    tolerance=LSB1,
+                )
+            )
+    return out
+
+
+def _lsb(blob: np.ndarray, scale: float) -> np.ndarray:
+    """A blob in units of the resized image's grey levels (blob / scalefactor, which holds
+    whole numbers up to float32's rounding)."""
+    return blob if blob.dtype == np.uint8 else np.rint(blob.astype(np.float64) / scale)
