@@ -1,1 +1,113 @@
 """Colour conversions: cvtColor."""
+
+from __future__ import annotations
+
+import functools
+
+import cv2 as _cv2
+import numpy as np
+
+from gdp.cv2 import common, engine
+from gdp.ops import color as ops_color
+
+_U8, _F32 = ("uint8",), ("uint8", "float32")
+
+
+def _table() -> dict[int, tuple]:
+    """code -> (op, params, source channel counts, output channels, dtypes accelerated)."""
+    c = _cv2
+    t: dict[int, tuple] = {}
+    for code, swap, dcn in [
+        (c.COLOR_BGR2RGB, True, 3),
+        (c.COLOR_BGRA2RGBA, True, 4),
+        (c.COLOR_BGRA2BGR, False, 3),
+        (c.COLOR_BGR2BGRA, False, 4),
+        (c.COLOR_BGR2RGBA, True, 4),
+        (c.COLOR_RGBA2BGR, True, 3),
+    ]:
+        t[code] = (ops_color.reorder, {"swap": swap, "dcn": dcn}, (3, 4), dcn, _F32)
+    for code, dcn in [(c.COLOR_GRAY2BGR, 3), (c.COLOR_GRAY2BGRA, 4)]:
+        t[code] = (ops_color.gray_to_color, {"dcn": dcn}, (1,), dcn, _F32)
+    for bgr, rgb, op, dcn, dtypes in [
+        (c.COLOR_BGR2GRAY, c.COLOR_RGB2GRAY, ops_color.to_gray, 1, _F32),
+        (c.COLOR_BGR2YCrCb, c.COLOR_RGB2YCrCb, ops_color.to_ycrcb, 3, _F32),
+        (c.COLOR_BGR2HSV, c.COLOR_RGB2HSV, ops_color.to_hsv, 3, _F32),
+        (c.COLOR_BGR2Lab, c.COLOR_RGB2Lab, ops_color.to_lab, 3, ()),
+    ]:
+        t[bgr] = (op, {"bidx": 0}, (3, 4), dcn, dtypes)
+        t[rgb] = (op, {"bidx": 2}, (3, 4), dcn, dtypes)
+    t[c.COLOR_BGRA2GRAY] = (ops_color.to_gray, {"bidx": 0}, (3, 4), 1, _F32)
+    t[c.COLOR_RGBA2GRAY] = (ops_color.to_gray, {"bidx": 2}, (3, 4), 1, _F32)
+    t[c.COLOR_HSV2BGR] = (ops_color.from_hsv, {"bidx": 0}, (3,), 3, _F32)
+    t[c.COLOR_HSV2RGB] = (ops_color.from_hsv, {"bidx": 2}, (3,), 3, _F32)
+    for code, bidx, u_first in [
+        (c.COLOR_YUV2BGR_NV12, 0, True),
+        (c.COLOR_YUV2RGB_NV12, 2, True),
+        (c.COLOR_YUV2BGR_NV21, 0, False),
+        (c.COLOR_YUV2RGB_NV21, 2, False),
+    ]:
+        t[code] = (ops_color.nv_to_rgb, {"bidx": bidx, "uv_first_u": u_first}, (1,), 3, _U8)
+    return t
+
+
+@functools.cache
+def _codes() -> dict[int, tuple]:
+    return _table()
+
+
+@functools.cache
+def _hsv_simd_block() -> int:
+    """The pixel block of OpenCV's vector loop for uint8 HSV2BGR on this machine (it truncates
+    where the scalar tail rounds): the narrowest row that it converts whole in vector code."""
+    pixel = np.array([68, 230, 123], np.uint8)  # 41.64 -> 41 truncated, 42 rounded
+    for block in (4, 8, 16, 32, 64, 128):
+        row = np.tile(pixel, (1, block, 1))
+        if np.all(_cv2.cvtColor(row, _cv2.COLOR_HSV2RGB)[..., 2] == 41):
+            return block
+    return 0
+
+
+def _channel_error(scn: int) -> _cv2.error:
+    return _cv2.error(
+        "OpenCV(gdp) error: (-15:Bad number of channels) Invalid number of channels in input"
+        f" image: 'VScn::contains(scn)' where 'scn' is {scn} in function 'cvtColor'"
+    )
+
+
+@common.accelerate("cvtColor")
+def cvtColor(src, code, dst=None, dstCn=0):  # noqa: N802, N803
+    graph = engine.is_graph_call(src)
+    if not graph:
+        src = common.image("cvtColor", src)
+    entry = _codes().get(int(code))
+    if entry is None:
+        return common.opencv(
+            "cvtColor",
+            f"conversion code {code} is not accelerated",
+            src,
+            code,
+            dst=dst,
+            dstCn=dstCn,
+        )
+    op, params, scns, dcn, dtypes = entry
+    shape = tuple(src.shape)
+    dtype = src.dtype.name
+    scn = 1 if len(shape) == 2 else shape[2]
+    if scn not in scns:
+        raise _channel_error(scn)
+    if op is ops_color.nv_to_rgb and (shape[1] % 2 != 0 or shape[0] % 3 != 0):
+        raise common.error("cvtColor", "sz.width % 2 == 0 && sz.height % 3 == 0")
+    reason = None
+    if dtype not in dtypes:
+        reason = f"conversion code {code} on {dtype} is not accelerated"
+    elif dstCn not in (0, dcn):
+        reason = f"dstCn={dstCn} for conversion code {code} is not accelerated"
+    if reason is not None:
+        if graph:
+            raise common.error("cvtColor", reason + " (graph mode)")
+        return common.opencv("cvtColor", reason, src, code, dst=dst, dstCn=dstCn)
+    if op is ops_color.from_hsv and dtype == "uint8":
+        params = {**params, "simd_block": _hsv_simd_block()}
+    if graph:
+        return op(src, **params)
+    return common.finish(engine.run(f"cvtColor.{op.__name__}", op, [src], params), dst)

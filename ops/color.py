@@ -1,0 +1,288 @@
+"""Colour conversions as TF functions over HWC tensors, reproducing cv2.cvtColor.
+
+The uint8 paths use OpenCV's own integer arithmetic (fixed-point weights, its division tables),
+so they agree bit for bit; float32 paths use OpenCV's float weights. `bidx` is the index of the
+blue channel in the input (0 for BGR order, 2 for RGB order). They import nothing of gdp.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+from gdp.ops.image import GRAY_WEIGHTS_RGB, rgb_to_gray_u8
+
+
+def _to_u8(x: tf.Tensor) -> tf.Tensor:
+    """saturate_cast<uchar> of a float tensor: round half to even (cvRound), clamp, cast."""
+    return tf.cast(tf.clip_by_value(tf.round(x), 0.0, 255.0), tf.uint8)
+
+
+def _int_to_u8(x: tf.Tensor) -> tf.Tensor:
+    return tf.cast(tf.clip_by_value(x, 0, 255), tf.uint8)
+
+
+def _floor_div(x: tf.Tensor, shift: int, low: int) -> tf.Tensor:
+    """floor(x / 2**shift) (OpenCV's arithmetic >>) for int32 x >= low, computed on a
+    non-negative value so that no integer division of a negative number is involved."""
+    k = (-low >> shift) + 1 if low < 0 else 0
+    return (x + (k << shift)) // (1 << shift) - k
+
+
+def _rgb(image: tf.Tensor, bidx: int) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """The R, G, B planes (HW) of an HWC image whose blue channel is `bidx`."""
+    return image[..., 2 - bidx], image[..., 1], image[..., bidx]
+
+
+def _stack(first, second, third, bidx: int) -> tf.Tensor:
+    """Stack (r, g, b) planes in the order whose blue channel is `bidx`."""
+    planes = [first, second, third] if bidx == 2 else [third, second, first]
+    return tf.stack(planes, axis=-1)
+
+
+def _one(dtype: tf.DType):
+    return 255 if dtype == tf.uint8 else 1.0
+
+
+# --- channel shuffles ------------------------------------------------------------------------
+
+
+def reorder(image: tf.Tensor, swap: bool, dcn: int) -> tf.Tensor:
+    """BGR<->RGB (swap) and adding (alpha = max) or dropping the alpha channel (dcn 3 or 4)."""
+    planes = [image[..., c] for c in range(3)]
+    if swap:
+        planes = planes[::-1]
+    if dcn == 4:
+        if image.shape[-1] == 4:
+            planes.append(image[..., 3])
+        else:
+            planes.append(tf.fill(tf.shape(planes[0]), tf.constant(_one(image.dtype), image.dtype)))
+    return tf.stack(planes, axis=-1)
+
+
+def gray_to_color(image: tf.Tensor, dcn: int) -> tf.Tensor:
+    """GRAY2BGR / GRAY2BGRA: HW or HW1 -> HW3 / HW4 (alpha = max)."""
+    gray = image[..., 0] if image.shape.rank == 3 else image
+    planes = [gray, gray, gray]
+    if dcn == 4:
+        planes.append(tf.fill(tf.shape(gray), tf.constant(_one(image.dtype), image.dtype)))
+    return tf.stack(planes, axis=-1)
+
+
+# --- gray ------------------------------------------------------------------------------------
+
+
+def to_gray(image: tf.Tensor, bidx: int) -> tf.Tensor:
+    """BGR2GRAY / RGB2GRAY (3 or 4 channels) -> HW, as OpenCV 5 (15-bit fixed point on uint8)."""
+    r, g, b = _rgb(image, bidx)
+    if image.dtype == tf.uint8:
+        return tf.cast(rgb_to_gray_u8(tf.stack([r, g, b], axis=-1)), tf.uint8)
+    wr, wg, wb = (np.float32(w) for w in GRAY_WEIGHTS_RGB)
+    return b * wb + g * wg + r * wr
+
+
+# --- YCrCb -----------------------------------------------------------------------------------
+
+_YUV_SHIFT = 14
+_Y_FIXED = (4899, 9617, 1868)  # R, G, B weights of Y (BT.601) in 14-bit fixed point
+_CR_FIXED, _CB_FIXED = 11682, 9241  # 0.713, 0.564
+
+
+def to_ycrcb(image: tf.Tensor, bidx: int) -> tf.Tensor:
+    """BGR2YCrCb / RGB2YCrCb -> HW3 (Y, Cr, Cb)."""
+    r, g, b = _rgb(image, bidx)
+    if image.dtype == tf.uint8:
+        r, g, b = (tf.cast(c, tf.int32) for c in (r, g, b))
+        half = 1 << (_YUV_SHIFT - 1)
+        scale = 1 << _YUV_SHIFT
+        y = (r * _Y_FIXED[0] + g * _Y_FIXED[1] + b * _Y_FIXED[2] + half) // scale
+        low = -255 * _CR_FIXED
+        cr = _floor_div((r - y) * _CR_FIXED + (128 << _YUV_SHIFT) + half, _YUV_SHIFT, low)
+        cb = _floor_div((b - y) * _CB_FIXED + (128 << _YUV_SHIFT) + half, _YUV_SHIFT, low)
+        return _int_to_u8(tf.stack([y, cr, cb], axis=-1))
+    wr, wg, wb = (np.float32(w) for w in GRAY_WEIGHTS_RGB)
+    y = b * wb + g * wg + r * wr
+    cr = (r - y) * np.float32(0.713) + np.float32(0.5)
+    cb = (b - y) * np.float32(0.564) + np.float32(0.5)
+    return tf.stack([y, cr, cb], axis=-1)
+
+
+# --- HSV -------------------------------------------------------------------------------------
+
+_HSV_SHIFT = 12
+
+
+def _hsv_tables() -> tuple[np.ndarray, np.ndarray]:
+    """OpenCV's sdiv_table and hdiv_table (hrange 180): round((255 << 12) / i), round((180 <<
+    12) / (6 i)), 0 at i = 0."""
+    i = np.arange(256, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        sdiv = np.where(i == 0, 0, np.rint((255 << _HSV_SHIFT) / i))
+        hdiv = np.where(i == 0, 0, np.rint((180 << _HSV_SHIFT) / (6.0 * i)))
+    return sdiv.astype(np.int32), hdiv.astype(np.int32)
+
+
+def to_hsv(image: tf.Tensor, bidx: int) -> tf.Tensor:
+    """BGR2HSV / RGB2HSV -> HW3 (H, S, V): uint8 with H in [0, 180) exactly as OpenCV's integer
+    tables; float32 with H in degrees [0, 360), S and V in [0, 1]."""
+    r, g, b = _rgb(image, bidx)
+    if image.dtype == tf.uint8:
+        r, g, b = (tf.cast(c, tf.int32) for c in (r, g, b))
+        v = tf.maximum(tf.maximum(r, g), b)
+        diff = v - tf.minimum(tf.minimum(r, g), b)
+        sdiv, hdiv = _hsv_tables()
+        half = 1 << (_HSV_SHIFT - 1)
+        scale = 1 << _HSV_SHIFT
+        s = (diff * tf.gather(tf.constant(sdiv), v) + half) // scale
+        h = tf.where(
+            tf.equal(v, r), g - b, tf.where(tf.equal(v, g), b - r + 2 * diff, r - g + 4 * diff)
+        )
+        h = _floor_div(h * tf.gather(tf.constant(hdiv), diff) + half, _HSV_SHIFT, -(1 << 28))
+        h = tf.where(h < 0, h + 180, h)
+        return _int_to_u8(tf.stack([h, s, v], axis=-1))
+    v = tf.maximum(tf.maximum(r, g), b)
+    diff = v - tf.minimum(tf.minimum(r, g), b)
+    eps = np.float32(np.finfo(np.float32).eps)
+    s = diff / (tf.abs(v) + eps)
+    k = np.float32(60.0) / (diff + eps)
+    h = tf.where(
+        tf.equal(v, r),
+        (g - b) * k,
+        tf.where(tf.equal(v, g), (b - r) * k + np.float32(120), (r - g) * k + np.float32(240)),
+    )
+    h = tf.where(h < 0, h + np.float32(360), h)
+    return tf.stack([h, s, v], axis=-1)
+
+
+def from_hsv(image: tf.Tensor, bidx: int, simd_block: int = 0) -> tf.Tensor:
+    """HSV2BGR / HSV2RGB (OpenCV's sector formula). uint8: H in [0, 180), computed in float32
+    as OpenCV does, with 1 - s*h as a fused multiply-add (through float64, as OpenCV's build
+    contracts it). OpenCV's vector loop truncates x*255 where its scalar loop rounds: columns
+    below the last multiple of `simd_block` in a row truncate, the tail rounds (0: all round)."""
+    h, s, v = image[..., 0], image[..., 1], image[..., 2]
+    u8 = image.dtype == tf.uint8
+    if u8:
+        # float32 h*(6/180), s/255, v/255 as OpenCV rounds them, looked up rather than computed
+        # so that the backend cannot contract 1 - s into a fused multiply-add
+        levels = np.arange(256, dtype=np.float32)
+        h = tf.gather(tf.constant(levels * np.float32(6.0 / 180.0)), tf.cast(h, tf.int32))
+        unit = tf.constant(levels * np.float32(1.0 / 255.0))
+        s = tf.gather(unit, tf.cast(s, tf.int32))
+        v = tf.gather(unit, tf.cast(v, tf.int32))
+    else:
+        h = h * np.float32(6.0 / 360.0)
+    pre = tf.floor(h)
+    frac = h - pre
+    sector = pre - tf.floor(pre * np.float32(1.0 / 6.0)) * np.float32(6.0)
+    one = np.float32(1.0)
+    s64, f64 = tf.cast(s, tf.float64), tf.cast(frac, tf.float64)
+    t1 = v * (one - s)
+    t2 = v * tf.cast(1.0 - s64 * f64, tf.float32)
+    t3 = v * tf.cast(1.0 - s64 * tf.cast(one - frac, tf.float64), tf.float32)
+    tab = [v, t1, t2, t3]
+    # sector -> (b, g, r) indices into tab
+    sector_data = [(1, 3, 0), (1, 0, 2), (3, 0, 1), (0, 2, 1), (0, 1, 3), (2, 1, 0)]
+
+    def pick(c: int) -> tf.Tensor:
+        out = tab[sector_data[5][c]]
+        for k in range(4, -1, -1):
+            out = tf.where(tf.equal(sector, np.float32(k)), tab[sector_data[k][c]], out)
+        return out
+
+    b, g, r = pick(0), pick(1), pick(2)
+    if u8:
+        width = image.shape[-2]
+        vector = (width // simd_block) * simd_block if simd_block else 0
+        truncate = tf.constant(np.arange(width) < vector)
+
+        def to_u8(c: tf.Tensor) -> tf.Tensor:
+            c = c * np.float32(255.0)
+            c = tf.where(truncate, tf.floor(c), tf.round(c))
+            return tf.cast(tf.clip_by_value(c, 0.0, 255.0), tf.uint8)
+
+        b, g, r = to_u8(b), to_u8(g), to_u8(r)
+    return _stack(r, g, b, bidx)
+
+
+# --- Lab -------------------------------------------------------------------------------------
+
+_RGB2XYZ_D65 = np.array(
+    [
+        [0.412453, 0.357580, 0.180423],
+        [0.212671, 0.715160, 0.072169],
+        [0.019334, 0.119193, 0.950227],
+    ]
+)
+_WHITE_D65 = np.array([0.950456, 1.0, 1.088754])
+
+
+def to_lab(image: tf.Tensor, bidx: int) -> tf.Tensor:
+    """BGR2Lab / RGB2Lab (sRGB, D65) by the defining float formula. uint8: L*255/100, a+128,
+    b+128, rounded; float32: L in [0, 100]."""
+    r, g, b = _rgb(image, bidx)
+    u8 = image.dtype == tf.uint8
+    rgb = [tf.cast(c, tf.float32) * np.float32(1 / 255.0) if u8 else c for c in (r, g, b)]
+
+    def gamma(x):
+        return tf.where(
+            x <= np.float32(0.04045),
+            x * np.float32(1 / 12.92),
+            tf.pow(
+                (tf.maximum(x, np.float32(0.04045)) + np.float32(0.055)) / np.float32(1.055),
+                np.float32(2.4),
+            ),
+        )
+
+    lin = [gamma(c) for c in rgb]
+    m = (_RGB2XYZ_D65 / _WHITE_D65[:, None]).astype(np.float32)
+    xyz = [lin[0] * m[i, 0] + lin[1] * m[i, 1] + lin[2] * m[i, 2] for i in range(3)]
+
+    def f(t):
+        return tf.where(
+            t > np.float32(0.008856),
+            tf.pow(tf.maximum(t, np.float32(0.008856)), np.float32(1 / 3)),
+            t * np.float32(7.787) + np.float32(16 / 116),
+        )
+
+    fx, fy, fz = (f(t) for t in xyz)
+    lum = tf.where(
+        xyz[1] > np.float32(0.008856), np.float32(116) * fy - np.float32(16), xyz[1] * 903.3
+    )
+    a = np.float32(500) * (fx - fy)
+    bb = np.float32(200) * (fy - fz)
+    if u8:
+        return _to_u8(
+            tf.stack(
+                [lum * np.float32(255 / 100), a + np.float32(128), bb + np.float32(128)], axis=-1
+            )
+        )
+    return tf.stack([lum, a, bb], axis=-1)
+
+
+# --- YUV 4:2:0 semi-planar -------------------------------------------------------------------
+
+# ITU-R BT.601 YUV -> RGB in 20-bit fixed point (OpenCV's ITUR_BT_601_* constants).
+_CY, _CUB, _CUG, _CVG, _CVR, _SHIFT = 1220542, 2116026, -409993, -852492, 1673527, 20
+
+
+def nv_to_rgb(image: tf.Tensor, bidx: int, uv_first_u: bool) -> tf.Tensor:
+    """YUV2BGR_NV12 / NV21 (and the RGB forms): (H*3/2, W) uint8 -> (H, W, 3) uint8."""
+    rows, width = image.shape[0], image.shape[1]
+    height = rows * 2 // 3
+    y = tf.cast(image[:height], tf.int32)
+    chroma = tf.cast(image[height:], tf.int32)
+    first, second = chroma[:, 0::2], chroma[:, 1::2]
+
+    def upsample(plane: tf.Tensor) -> tf.Tensor:
+        plane = tf.reshape(plane, [height // 2, 1, width // 2, 1])
+        return tf.reshape(tf.broadcast_to(plane, [height // 2, 2, width // 2, 2]), [height, width])
+
+    u, v = (first, second) if uv_first_u else (second, first)
+    u, v = upsample(u), upsample(v)
+    u = u - 128
+    v = v - 128
+    yy = tf.maximum(y - 16, 0) * _CY + (1 << (_SHIFT - 1))
+    low = -(1 << 29)
+    r = _floor_div(yy + _CVR * v, _SHIFT, low)
+    g = _floor_div(yy + _CVG * v + _CUG * u, _SHIFT, low)
+    b = _floor_div(yy + _CUB * u, _SHIFT, low)
+    return _int_to_u8(_stack(r, g, b, bidx))

@@ -1,0 +1,79 @@
+"""Pointwise functions and statistics through gdp: the conformance cases, errors, graph mode,
+dst=."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import gdp.cv2 as gcv2
+from tests.conformance.cases_pointwise import cases
+from tests.conformance.core import bound
+
+
+@pytest.mark.parametrize("case", cases(), ids=lambda c: c.id)
+def test_case(case):
+    if case.known_miss:
+        got, want = np.asarray(case.gdp()), np.asarray(case.opencv())
+        assert got.shape == want.shape and got.dtype == want.dtype
+        return
+    err, ok, got, want = case.run()
+    assert ok, f"{case.id}: error {err} > {bound(case.tolerance)} ({got.dtype} vs {want.dtype})"
+
+
+def test_results_shape_like_opencv():
+    src = np.random.default_rng(0).integers(0, 256, (5, 7, 3), dtype=np.uint8)
+    mean, std = gcv2.meanStdDev(src)
+    assert mean.shape == (3, 1) and std.shape == (3, 1) and mean.dtype == np.float64
+    assert len(gcv2.mean(src)) == 4 and len(gcv2.sumElems(src)) == 4
+    lo, hi, lo_loc, hi_loc = gcv2.minMaxLoc(src[..., 0])
+    assert isinstance(lo, float) and isinstance(lo_loc, tuple)
+    assert (lo, hi, lo_loc, hi_loc) == cv2.minMaxLoc(src[..., 0])
+    assert gcv2.threshold(src, 10.5, 255, cv2.THRESH_BINARY)[0] == 10.0
+
+
+def test_errors():
+    empty = np.zeros((0, 0), np.uint8)
+    color = np.zeros((4, 4, 3), np.uint8)
+    with pytest.raises(gcv2.error):
+        gcv2.threshold(empty, 1, 255, cv2.THRESH_BINARY)
+    with pytest.raises(gcv2.error):
+        gcv2.threshold(color, 0, 255, cv2.THRESH_BINARY | cv2.THRESH_OTSU)
+    with pytest.raises(gcv2.error):
+        gcv2.equalizeHist(color)
+    with pytest.raises(gcv2.error):
+        gcv2.countNonZero(color)
+    with pytest.raises(gcv2.error):
+        gcv2.minMaxLoc(color)
+    with pytest.raises(gcv2.error):
+        gcv2.LUT(color, np.zeros(100, np.uint8))
+    with pytest.raises(gcv2.error):
+        gcv2.addWeighted(color, 0.5, np.zeros((4, 5, 3), np.uint8), 0.5, 0)
+
+
+def test_graph_mode():
+    src = np.random.default_rng(0).integers(0, 256, (9, 13), dtype=np.uint8)
+
+    @tf.function
+    def pipeline(x):
+        _, binary = gcv2.threshold(gcv2.equalizeHist(x), 0, 255, cv2.THRESH_BINARY | 8)
+        return binary, gcv2.convertScaleAbs(x, alpha=0.5, beta=3), gcv2.mean(x)
+
+    binary, scaled, mean = (t.numpy() for t in pipeline(tf.constant(src)))
+    want = cv2.threshold(cv2.equalizeHist(src), 0, 255, cv2.THRESH_BINARY | 8)[1]
+    np.testing.assert_array_equal(binary, want)
+    np.testing.assert_array_equal(scaled, cv2.convertScaleAbs(src, alpha=0.5, beta=3))
+    np.testing.assert_allclose(mean, cv2.mean(src), rtol=1e-12)
+
+
+def test_dst_in_place():
+    src = np.random.default_rng(0).integers(0, 256, (5, 7), dtype=np.uint8)
+    dst = np.empty_like(src)
+    _, out = gcv2.threshold(src, 100, 255, cv2.THRESH_BINARY, dst=dst)
+    assert out is dst
+    np.testing.assert_array_equal(dst, cv2.threshold(src, 100, 255, cv2.THRESH_BINARY)[1])
+    dst = np.empty_like(src)
+    assert gcv2.equalizeHist(src, dst=dst) is dst
+    np.testing.assert_array_equal(dst, cv2.equalizeHist(src))
