@@ -12,6 +12,7 @@ import math
 import numpy as np
 import tensorflow as tf
 from gdp.ops import border as B
+from gdp.ops.image import correlate
 
 # cv::getGaussianKernel's tables for sigma <= 0 and ksize <= 9 (imgproc/src/smooth.dispatch.cpp).
 _SMALL_GAUSSIAN = {
@@ -115,18 +116,8 @@ def filter_2d(
     kh, kw = kernel.shape
     ax = anchor[0] if anchor[0] >= 0 else kw // 2
     ay = anchor[1] if anchor[1] >= 0 else kh // 2
-    h, w = image.shape[0], image.shape[1]
     padded = B.pad(image, ay, kh - 1 - ay, ax, kw - 1 - ax, border)
-    total = None
-    for dy in range(kh):
-        for dx in range(kw):
-            weight = kernel[dy, dx]
-            if weight == 0:
-                continue
-            view = padded[dy : dy + h, dx : dx + w]
-            term = view if weight == 1 else view * tf.constant(weight, image.dtype)
-            total = term if total is None else total + term
-    return total if total is not None else tf.zeros_like(image)
+    return correlate(padded, kernel, image.shape.rank == 3)
 
 
 def saturate(x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:

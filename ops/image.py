@@ -71,7 +71,7 @@ def _shifted(
     return padded[tuple(index)]
 
 
-def _correlate(padded: tf.Tensor, kernel: np.ndarray, channels_last: bool) -> tf.Tensor:
+def correlate(padded: tf.Tensor, kernel: np.ndarray, channels_last: bool) -> tf.Tensor:
     """sum of kernel[dy, dx] * (`padded` shifted by (dy, dx)) over the non-zero taps: the
     stencil form, every op elementwise, the weights constants of the expression (integers for
     integer images, so integer filters stay exact)."""
@@ -97,7 +97,7 @@ def filter2d(image: tf.Tensor, kernel: np.ndarray) -> tf.Tensor:
     2-D kernel, anchor at the centre, BORDER_REFLECT_101, output the same size."""
     kernel = np.asarray(kernel, np.float32)
     kh, kw = kernel.shape
-    return _correlate(_pad(image, kh // 2, kw // 2, "REFLECT", True), kernel, True)
+    return correlate(_pad(image, kh // 2, kw // 2, "REFLECT", True), kernel, True)
 
 
 def sep_filter2d(image: tf.Tensor, kernel_x: np.ndarray, kernel_y: np.ndarray) -> tf.Tensor:
@@ -107,7 +107,7 @@ def sep_filter2d(image: tf.Tensor, kernel_x: np.ndarray, kernel_y: np.ndarray) -
     kx = np.asarray(kernel_x, np.float32).ravel()
     ky = np.asarray(kernel_y, np.float32).ravel()
     padded = _pad(image, len(ky) // 2, len(kx) // 2, "REFLECT", True)
-    return _correlate(_correlate(padded, kx[None, :], True), ky[:, None], True)
+    return correlate(correlate(padded, kx[None, :], True), ky[:, None], True)
 
 
 def gaussian_blur(image: tf.Tensor, ksize: int = 5, sigma: float = 0.0) -> tf.Tensor:
@@ -152,8 +152,8 @@ def gaussian_blur_u8(gray: tf.Tensor, ksize: int = 5) -> tf.Tensor:
     g = np.rint(gaussian_kernel_1d(ksize) * 16).astype(np.int64)  # [1 2 1] or [1 4 6 4 1]
     r = ksize // 2
     # Both borders first, then the row pass over every padded row (see sep_filter2d).
-    total = _correlate(
-        _correlate(_pad(gray, r, r, "REFLECT", False), g[None, :], False), g[:, None], False
+    total = correlate(
+        correlate(_pad(gray, r, r, "REFLECT", False), g[None, :], False), g[:, None], False
     )
     scale = int(g.sum()) ** 2
     return (total + scale // 2) // scale
@@ -174,7 +174,7 @@ def sobel_3x3(gray: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """(dx, dy) of cv2.Sobel(gray, CV_16S, 1, 0 / 0, 1, ksize=3, borderType=BORDER_REPLICATE) as
     int32, the border cv2.Canny uses."""
     padded = _pad_replicate_1(gray)
-    return _correlate(padded, SOBEL_X_3X3, False), _correlate(padded, SOBEL_X_3X3.T, False)
+    return correlate(padded, SOBEL_X_3X3, False), correlate(padded, SOBEL_X_3X3.T, False)
 
 
 # Canny's direction test in OpenCV's fixed point: tan(22.5 deg) * 2^15 (imgproc/src/canny.cpp).
