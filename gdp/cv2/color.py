@@ -108,6 +108,4 @@ def cvtColor(src, code, dst=None, dstCn=0):  # noqa: N802, N803
         return common.opencv("cvtColor", reason, src, code, dst=dst, dstCn=dstCn)
     if op is ops_color.from_hsv and dtype == "uint8":
         params = {**params, "simd_block": _hsv_simd_block()}
-    if graph:
-        return op(src, **params)
-    return common.finish(engine.run(f"cvtColor.{op.__name__}", op, [src], params), dst)
+    return engine.call(f"cvtColor.{op.__name__}", op, [src], params, dst)

@@ -55,7 +55,7 @@ def error(func: str, message: str) -> _cv2.error:
 def image(func: str, src, name: str = "src") -> np.ndarray:
     """`src` as OpenCV takes an image: a non-empty 2-D or 3-D (HWC, 1..4 channels) array. A TF
     tensor (graph mode) passes as it is, checked on its static shape."""
-    if not isinstance(src, np.ndarray) and _is_tensor(src):
+    if not isinstance(src, np.ndarray) and is_tensor(src):
         shape = src.shape
         if shape.rank not in (2, 3) or (shape.rank == 3 and shape[2] not in (1, 2, 3, 4)):
             raise error(func, f"{name} must be HxW or HxWxC with 1 to 4 channels, got {shape}")
@@ -79,8 +79,9 @@ def dtype_of(src) -> np.dtype:
     return np.dtype(getattr(dtype, "as_numpy_dtype", dtype))
 
 
-def channels(src: np.ndarray) -> int:
-    return 1 if src.ndim == 2 else src.shape[2]
+def channels(src) -> int:
+    """The channel count of an HW or HWC array or TF tensor."""
+    return 1 if len(src.shape) == 2 else int(src.shape[2])
 
 
 def finish(result: np.ndarray, dst) -> np.ndarray:
@@ -92,8 +93,10 @@ def finish(result: np.ndarray, dst) -> np.ndarray:
     return result
 
 
-def _is_tensor(value) -> bool:
+def is_tensor(value) -> bool:
+    """Whether `value` is a TF tensor, without importing TensorFlow on an eager call's path (a
+    TF tensor exists only once TF is loaded)."""
     import sys
 
-    tf = sys.modules.get("tensorflow")  # a TF tensor exists only if TF is loaded
+    tf = sys.modules.get("tensorflow")
     return tf is not None and tf.is_tensor(value)

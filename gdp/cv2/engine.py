@@ -17,39 +17,40 @@ from dataclasses import dataclass
 import numpy as np
 
 import gdp
+from gdp.cv2 import common
 
 _lock = threading.Lock()
 
 
 @dataclass
 class CacheInfo:
-    """Compiled programs held for eager calls; `compilations` counts every compile they did."""
+    """Programs compiled for eager calls in this process, and calls that found theirs."""
 
     programs: int = 0
     compilations: int = 0
     hits: int = 0
 
 
-_info = CacheInfo()
 _programs: dict[tuple, gdp.Model] = {}
+_hits = 0
 
 
 def cache_info() -> CacheInfo:
-    return CacheInfo(_info.programs, _info.compilations, _info.hits)
+    # One program per key, compiled once: the two counts agree by construction.
+    return CacheInfo(len(_programs), len(_programs), _hits)
 
 
 def clear_cache() -> None:
     """Forget the compiled programs of this process (the disk cache keeps their code)."""
+    global _hits
     with _lock:
         _programs.clear()
-        _info.programs = _info.compilations = _info.hits = 0
+        _hits = 0
 
 
 def is_graph_call(*arrays) -> bool:
     """Whether a call is on TF tensors (graph mode) rather than NumPy arrays."""
-    import tensorflow as tf
-
-    return any(tf.is_tensor(a) for a in arrays)
+    return any(common.is_tensor(a) for a in arrays)
 
 
 def _freeze(value):
@@ -63,6 +64,39 @@ def _freeze(value):
     return value
 
 
+def program(
+    name: str, graph: Callable, arrays: Sequence[np.ndarray], params: dict, outputs: int = 1
+) -> gdp.Model:
+    """`graph(*arrays, **params)` compiled for the current target, from the cache after the
+    first call: a model with inputs src0, src1, ... and outputs dst0, dst1, ..."""
+    global _hits
+    target = gdp.default_target()
+    key = (name, tuple((a.shape, a.dtype.str) for a in arrays), _freeze(params), target.name)
+    model = _programs.get(key)
+    if model is not None:
+        _hits += 1
+        return model
+    with _lock:
+        model = _programs.get(key)
+        if model is None:
+            import tensorflow as tf
+
+            signature = [
+                tf.TensorSpec(a.shape, tf.as_dtype(a.dtype), name=f"src{i}")
+                for i, a in enumerate(arrays)
+            ]
+
+            def traced(*tensors):
+                out = graph(*tensors, **params)
+                outs = out if outputs > 1 else (out,)
+                return {f"dst{i}": t for i, t in enumerate(outs)}
+
+            function = tf.function(traced, input_signature=signature, autograph=False)
+            model = gdp.compile(function, target=target)
+            _programs[key] = model
+    return model
+
+
 def run(
     name: str,
     graph: Callable,
@@ -72,32 +106,15 @@ def run(
 ) -> np.ndarray | tuple[np.ndarray, ...]:
     """Run `graph(*arrays, **params)`, which returns `outputs` tensors (a tuple when more than
     one), compiled for the current target. Returns one array or a tuple of them."""
-    import tensorflow as tf
-
-    target = gdp.default_target()
-    key = (name, tuple((a.shape, a.dtype.str) for a in arrays), _freeze(params), target.name)
-    model = _programs.get(key)
-    if model is None:
-        with _lock:
-            model = _programs.get(key)
-            if model is None:
-                signature = [
-                    tf.TensorSpec(a.shape, tf.as_dtype(a.dtype), name=f"src{i}")
-                    for i, a in enumerate(arrays)
-                ]
-
-                def program(*tensors):
-                    out = graph(*tensors, **params)
-                    outs = out if outputs > 1 else (out,)
-                    return {f"dst{i}": t for i, t in enumerate(outs)}
-
-                function = tf.function(program, input_signature=signature, autograph=False)
-                model = gdp.compile(function, target=target)
-                _programs[key] = model
-                _info.programs += 1
-                _info.compilations += 1
-    else:
-        _info.hits += 1
+    model = program(name, graph, arrays, params, outputs)
     results = model.submit({f"src{i}": a for i, a in enumerate(arrays)}, wait=True).result()
     outs = tuple(results[f"dst{i}"] for i in range(outputs))
     return outs if outputs > 1 else outs[0]
+
+
+def call(name: str, graph: Callable, arrays: Sequence, params: dict, dst=None):
+    """The common shape of an accelerated function: on TF tensors, the graph op itself; on
+    arrays, the compiled program's result, written into `dst` when it fits."""
+    if is_graph_call(*arrays):
+        return graph(*arrays, **params)
+    return common.finish(run(name, graph, arrays, params), dst)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import cv2 as _cv2
 import numpy as np
 
+import gdp
 from gdp.cv2 import common, engine
 from gdp.ops import border as ops_border
 from gdp.ops import filters as F
@@ -76,17 +77,11 @@ def _linear(src, out_dtype, kernel_x, kernel_y, kernel_2d, anchor, delta, border
     return F.saturate(total, out)
 
 
-def _call(name, graph, src, params, dst):
-    if engine.is_graph_call(src):
-        return graph(src, **params)
-    return common.finish(engine.run(name, graph, [src], params), dst)
-
-
 def _takes(src) -> bool:
     return common.dtype_of(src) in _DEPTHS | _FLOATS
 
 
-def _ksize(func: str, ksize) -> tuple[int, int]:
+def _ksize(ksize) -> tuple[int, int]:
     kw, kh = (int(ksize), int(ksize)) if np.isscalar(ksize) else (int(ksize[0]), int(ksize[1]))
     return kw, kh
 
@@ -102,7 +97,7 @@ def GaussianBlur(  # noqa: N802
     hint=None,  # noqa: N803
 ):
     src = common.image("GaussianBlur", src)
-    kw, kh = _ksize("GaussianBlur", ksize)
+    kw, kh = _ksize(ksize)
     if (kw > 0 and kw % 2 == 0) or (kh > 0 and kh % 2 == 0) or kw < 0 or kh < 0:
         raise common.error(
             "createGaussianKernels",
@@ -124,7 +119,7 @@ def GaussianBlur(  # noqa: N802
             borderType=borderType,
         )
     params = dict(ksize=(kw, kh), sigma_x=float(sigmaX), sigma_y=float(sigmaY), border=border)
-    return _call("GaussianBlur", F.gaussian_blur, src, params, dst)
+    return engine.call("GaussianBlur", F.gaussian_blur, [src], params, dst)
 
 
 def _box(src, out_dtype, ksize, anchor, normalize, border):
@@ -158,7 +153,7 @@ def boxFilter(  # noqa: N802
     borderType=_cv2.BORDER_DEFAULT,  # noqa: N803
 ):
     src = common.image("boxFilter", src)
-    kw, kh = _ksize("boxFilter", ksize)
+    kw, kh = _ksize(ksize)
     if kw <= 0 or kh <= 0:
         raise common.error("boxFilter", "ksize.width > 0 && ksize.height > 0")
     out = _out_dtype("boxFilter", src, ddepth)
@@ -182,7 +177,7 @@ def boxFilter(  # noqa: N802
         normalize=bool(normalize),
         border=border,
     )
-    return _call("boxFilter", _box, src, params, dst)
+    return engine.call("boxFilter", _box, [src], params, dst)
 
 
 @common.accelerate("blur")
@@ -229,7 +224,7 @@ def _run_linear(
         border=border,
         scale=float(scale),
     )
-    return _call(func, _linear_graph, src, params, dst)
+    return engine.call(func, _linear_graph, [src], params, dst)
 
 
 @common.accelerate("filter2D")
@@ -416,7 +411,7 @@ def medianBlur(src, ksize, dst=None):  # noqa: N802
         return common.opencv(
             "medianBlur", "only uint8 with ksize 3 and 5 is accelerated", src, ksize, dst=dst
         )
-    return _call("medianBlur", F.median_u8, src, {"ksize": int(ksize)}, dst)
+    return engine.call("medianBlur", F.median_u8, [src], {"ksize": int(ksize)}, dst)
 
 
 def _morph(src, kernel, anchor, dilate, iterations, border, border_value):
@@ -455,7 +450,7 @@ def _morph_call(func, dilate, src, kernel, dst, anchor, iterations, borderType, 
             borderType=borderType,
         )
     params = _morph_params(func, kernel, anchor, iterations, borderType, borderValue)
-    return _call(func, _morph, src, dict(params, dilate=dilate), dst)
+    return engine.call(func, _morph, [src], dict(params, dilate=dilate), dst)
 
 
 @common.accelerate("erode")
@@ -554,7 +549,7 @@ def morphologyEx(
             borderType=borderType,
         )
     params = _morph_params("morphologyEx", kernel, anchor, iterations, borderType, borderValue)
-    return _call("morphologyEx", _morph_ex, src, dict(params, op=int(op)), dst)
+    return engine.call("morphologyEx", _morph_ex, [src], dict(params, op=int(op)), dst)
 
 
 def _canny_prepare(gray, low, high, l2):
@@ -597,11 +592,10 @@ def Canny(image, threshold1, threshold2, edges=None, apertureSize=3, L2gradient=
             " gdp runs eagerly; call Canny on arrays",
         )
     candidates, strong = engine.run("Canny.prepare", _canny_prepare, [image], params, outputs=2)
-    while True:  # hysteresis to its fixed point, CANNY_ROUNDS rounds per run
-        grown = engine.run(
-            "Canny.track", ops_image.hysteresis_step, [candidates, strong], {"steps": CANNY_ROUNDS}
-        )
-        if np.array_equal(grown, strong):
-            break
-        strong = grown
+    maps = {"src0": candidates, "src1": strong}
+    track = engine.program(
+        "Canny.track", ops_image.hysteresis_step, list(maps.values()), {"steps": CANNY_ROUNDS}
+    )
+    tracked, _ = gdp.fixed_point(track, maps, carry={"src1": "dst0"})
+    strong = tracked["dst0"]
     return common.finish(strong * np.uint8(255), edges)

@@ -32,9 +32,7 @@ def copyMakeBorder(src, top, bottom, left, right, borderType, dst=None, value=No
         border=border,
         value=scalar,
     )
-    if engine.is_graph_call(src):
-        return ops_border.pad(src, **params)
-    return common.finish(engine.run("copyMakeBorder", ops_border.pad, [src], params), dst)
+    return engine.call("copyMakeBorder", ops_border.pad, [src], params, dst)
 
 
 def _flip(image, code: int):
@@ -51,9 +49,7 @@ def _flip(image, code: int):
 def flip(src, flipCode, dst=None):  # noqa: N803
     src = common.image("flip", src)
     code = 0 if flipCode == 0 else (1 if flipCode > 0 else -1)
-    if engine.is_graph_call(src):
-        return _flip(src, code)
-    return common.finish(engine.run("flip", _flip, [src], {"code": code}), dst)
+    return engine.call("flip", _flip, [src], {"code": code}, dst)
 
 
 def _transpose(image):
@@ -66,9 +62,7 @@ def _transpose(image):
 @common.accelerate("transpose")
 def transpose(src, dst=None):
     src = common.image("transpose", src)
-    if engine.is_graph_call(src):
-        return _transpose(src)
-    return common.finish(engine.run("transpose", _transpose, [src], {}), dst)
+    return engine.call("transpose", _transpose, [src], {}, dst)
 
 
 def _rotate(image, code: int):
@@ -84,9 +78,7 @@ def rotate(src, rotateCode, dst=None):  # noqa: N803
     codes = (_cv2.ROTATE_90_CLOCKWISE, _cv2.ROTATE_180, _cv2.ROTATE_90_COUNTERCLOCKWISE)
     if rotateCode not in codes:
         raise common.error("rotate", f"unknown rotateCode {rotateCode}")
-    if engine.is_graph_call(src):
-        return _rotate(src, int(rotateCode))
-    return common.finish(engine.run("rotate", _rotate, [src], {"code": int(rotateCode)}), dst)
+    return engine.call("rotate", _rotate, [src], {"code": int(rotateCode)}, dst)
 
 
 _INTERPOLATIONS = {
@@ -139,6 +131,4 @@ def resize(src, dsize, dst=None, fx=0, fy=0, interpolation=_cv2.INTER_LINEAR):
             common.finish(np.array(src, copy=True), dst) if not engine.is_graph_call(src) else src
         )
     params = dict(width=width, height=height, scale_x=scale_x, scale_y=scale_y, method=method)
-    if engine.is_graph_call(src):
-        return ops_geometry.resize(src, **params)
-    return common.finish(engine.run("resize", ops_geometry.resize, [src], params), dst)
+    return engine.call("resize", ops_geometry.resize, [src], params, dst)

@@ -19,22 +19,16 @@ _DEPTHS = {_cv2.CV_8U: "uint8", _cv2.CV_32F: "float32"}
 
 
 def _src(func: str, src, name: str = "src"):
-    """(src, graph): the validated array, or the TF tensor as it is in graph mode."""
-    if engine.is_graph_call(src):
-        return src, True
-    return common.image(func, src, name), False
+    """(src, graph): the validated array or TF tensor, and whether this is graph mode."""
+    return common.image(func, src, name), engine.is_graph_call(src)
 
 
 def _dtype(src) -> str:
-    return src.dtype.name
-
-
-def _channels(src) -> int:
-    return 1 if len(src.shape) == 2 else int(src.shape[2])
+    return common.dtype_of(src).name
 
 
 def _one_channel(func: str, src, message: str = "src.channels() == 1") -> None:
-    if _channels(src) != 1:
+    if common.channels(src) != 1:
         raise common.error(func, message)
 
 
@@ -73,7 +67,7 @@ def threshold(src, thresh, maxval, type, dst=None):  # noqa: A002
             )
         raise common.error("threshold", f"Unknown threshold type: {type}")
     dtype = _dtype(src)
-    if automatic == _cv2.THRESH_OTSU and (dtype != "uint8" or _channels(src) != 1):
+    if automatic == _cv2.THRESH_OTSU and (dtype != "uint8" or common.channels(src) != 1):
         raise common.error("threshold", "src.type() == CV_8UC1")
     if dtype == "uint8":
         ithresh = math.floor(thresh)
@@ -100,9 +94,7 @@ def threshold(src, thresh, maxval, type, dst=None):  # noqa: A002
         value, out = engine.run("threshold.otsu", _threshold_otsu, [src], params, outputs=2)
         return float(value), common.finish(out, dst)
     params = {"thresh": t, "maxval": m, "kind": kind}
-    if graph:
-        return retval, _threshold(src, **params)
-    return retval, common.finish(engine.run("threshold", _threshold, [src], params), dst)
+    return retval, engine.call("threshold", _threshold, [src], params, dst)
 
 
 # --- arithmetic ------------------------------------------------------------------------------
@@ -123,10 +115,7 @@ def convertScaleAbs(src, dst=None, alpha=1.0, beta=0.0):  # noqa: N802
             alpha=alpha,
             beta=beta,
         )
-    if graph:
-        return ops.convert_scale_abs(src, **params)
-    out = engine.run("convertScaleAbs", ops.convert_scale_abs, [src], params)
-    return common.finish(out, dst)
+    return engine.call("convertScaleAbs", ops.convert_scale_abs, [src], params, dst)
 
 
 def _add_weighted(a, b, alpha, beta, gamma, dtype):
@@ -160,16 +149,13 @@ def addWeighted(src1, alpha, src2, beta, gamma, dst=None, dtype=-1):  # noqa: N8
         "gamma": float(gamma),
         "dtype": out_dtype,
     }
-    if graph:
-        return _add_weighted(src1, src2, **params)
-    out = engine.run("addWeighted", _add_weighted, [src1, src2], params)
-    return common.finish(out, dst)
+    return engine.call("addWeighted", _add_weighted, [src1, src2], params, dst)
 
 
 @common.accelerate("LUT")
 def LUT(src, lut, dst=None):  # noqa: N802
     src, graph = _src("LUT", src)
-    cn = _channels(src)
+    cn = common.channels(src)
     table = lut if graph else np.asarray(lut)
     size = int(np.prod(table.shape))
     lutcn = size // 256 if size % 256 == 0 else 0
@@ -227,9 +213,7 @@ def normalize(src, dst=None, alpha=1.0, beta=0.0, norm_type=_cv2.NORM_L2, dtype=
         "norm_type": int(norm_type),
         "dtype": out_dtype,
     }
-    if graph:
-        return _normalize(src, **params)
-    return common.finish(engine.run("normalize", _normalize, [src], params), dst)
+    return engine.call("normalize", _normalize, [src], params, dst)
 
 
 # --- statistics ------------------------------------------------------------------------------
@@ -323,8 +307,6 @@ def countNonZero(src):  # noqa: N802
 @common.accelerate("equalizeHist")
 def equalizeHist(src, dst=None):  # noqa: N802
     src, graph = _src("equalizeHist", src)
-    if _dtype(src) != "uint8" or _channels(src) != 1:
+    if _dtype(src) != "uint8" or common.channels(src) != 1:
         raise common.error("equalizeHist", "_src.type() == CV_8UC1")
-    if graph:
-        return ops.equalize_hist(src)
-    return common.finish(engine.run("equalizeHist", ops.equalize_hist, [src], {}), dst)
+    return engine.call("equalizeHist", ops.equalize_hist, [src], {}, dst)
