@@ -92,6 +92,20 @@ def _pad_axis(image: tf.Tensor, axis: int, before: int, after: int, border: int,
     return pieces[0] if len(pieces) == 1 else tf.concat(pieces, axis=axis)
 
 
+def border_value(value, image: tf.Tensor) -> np.ndarray:
+    """OpenCV's Scalar `value` as the pixel of a constant border of `image`: one number per
+    channel (missing ones 0: cv2's `value=9` on a BGR image is (9, 0, 0)), converted to the
+    image's dtype by saturate_cast (rounded half to even and clamped, for integers)."""
+    channels = image.shape[2] if image.shape.rank == 3 else 1
+    opencv_scalar = [*np.ravel(value).tolist(), 0.0, 0.0, 0.0, 0.0][:4]
+    scalar = np.array((opencv_scalar + [0.0] * channels)[:channels])
+    dtype = image.dtype.as_numpy_dtype
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        scalar = np.clip(np.rint(scalar), info.min, info.max)
+    return scalar.astype(dtype) if image.shape.rank == 3 else scalar[0].astype(dtype)
+
+
 def pad(
     image: tf.Tensor,
     top: int,
@@ -108,11 +122,6 @@ def pad(
     if border not in BORDER_NAMES:
         raise ValueError(f"unknown border type {border}")
     if border == BORDER_CONSTANT:
-        channels = image.shape[2] if image.shape.rank == 3 else 1
-        scalar = [*np.ravel(value).tolist(), 0.0, 0.0, 0.0, 0.0][:4]
-        if image.shape.rank == 3:
-            value = np.array((scalar + [0.0] * channels)[:channels], image.dtype.as_numpy_dtype)
-        else:
-            value = np.array(scalar[0], image.dtype.as_numpy_dtype)
+        value = border_value(value, image)
     rows = _pad_axis(image, 0, top, bottom, border, value) if top or bottom else image
     return _pad_axis(rows, 1, left, right, border, value) if left or right else rows

@@ -26,3 +26,19 @@ def test_blob_from_images_stacks_a_batch():
     want = real.dnn.blobFromImages(batch, 1 / 255, (20, 15), swapRB=True)
     assert got.shape == want.shape == (3, 3, 15, 20)
     np.testing.assert_allclose(got, want, atol=1 / 255 + 1e-6)
+
+
+def test_warp_affine_refuses_a_matrix_of_the_wrong_shape():
+    with pytest.raises(real.error, match="2x3"):
+        cv2.warpAffine(np.zeros((4, 4), np.uint8), np.eye(3), (4, 4))
+
+
+def test_warp_affine_runs_opencv_for_what_it_does_not_accelerate(monkeypatch):
+    image = np.random.default_rng(4).integers(0, 256, (9, 11), dtype=np.uint8)
+    matrix = real.getRotationMatrix2D((5, 4), 20, 1.0)
+    args = dict(flags=real.INTER_CUBIC, borderMode=real.BORDER_REFLECT)
+    want = real.warpAffine(image, matrix, (11, 9), **args)
+    np.testing.assert_array_equal(cv2.warpAffine(image, matrix, (11, 9), **args), want)
+    monkeypatch.setenv("GDP_CV2_STRICT", "1")
+    with pytest.raises(cv2.FallthroughError, match="interpolation"):
+        cv2.warpAffine(image, matrix, (11, 9), **args)

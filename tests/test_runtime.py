@@ -128,3 +128,33 @@ def test_synchronous_call_queues_behind_earlier_async_work(model):
     release.set()
     caller.join()
     assert order == ["blocker", "sync call"]
+
+
+def test_cpu_converts_float_to_int_in_one_step_and_matches_numpy():
+    """TVM's importer emulates a wrapping float -> int Cast in a dozen ops; the cpu backend
+    turns it back into one conversion (ONNX leaves out-of-range casts undefined). In-range
+    values convert as NumPy converts them (toward zero)."""
+    import onnx
+    from onnx import TensorProto, helper
+    from tvm.relax.frontend.onnx import from_onnx
+
+    from gdp.runtime.backends.tvm_llvm import _plain_float_to_int
+
+    targets = {"i32": TensorProto.INT32, "u8": TensorProto.UINT8, "i8": TensorProto.INT8}
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["x"], [name], to=to) for name, to in targets.items()],
+        "casts",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 5])],
+        [helper.make_tensor_value_info(n, t, [4, 5]) for n, t in targets.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    main = _plain_float_to_int(from_onnx(model)["main"])
+    script = main.script()
+    assert "floor_mod" not in script and "bitwise_and" not in script and "isfinite" not in script
+    x = np.linspace(0.0, 127.9, 20, dtype=np.float32).reshape(4, 5)
+    x[0, :2] = (-3.7, -0.5)
+    got = gdp.compile(model, target="cpu")(x)
+    np.testing.assert_array_equal(got["i32"], x.astype(np.int32))
+    np.testing.assert_array_equal(got["i8"], x.astype(np.int8))
+    np.testing.assert_array_equal(got["u8"][1:], x[1:].astype(np.uint8))

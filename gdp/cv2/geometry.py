@@ -1,4 +1,4 @@
-"""Geometry: copyMakeBorder, flip, transpose, rotate."""
+"""Geometry: copyMakeBorder, flip, transpose, rotate, resize, warpAffine."""
 
 from __future__ import annotations
 
@@ -132,3 +132,74 @@ def resize(src, dsize, dst=None, fx=0, fy=0, interpolation=_cv2.INTER_LINEAR):
         )
     params = dict(width=width, height=height, scale_x=scale_x, scale_y=scale_y, method=method)
     return engine.call("resize", ops_geometry.resize, [src], params, dst)
+
+
+_WARP_INTERPOLATIONS = {
+    _cv2.INTER_NEAREST: ops_geometry.INTER_NEAREST,
+    _cv2.INTER_LINEAR: ops_geometry.INTER_LINEAR,
+}
+_WARP_BORDERS = (_cv2.BORDER_CONSTANT, _cv2.BORDER_REPLICATE)
+
+
+def _affine_matrix(M) -> np.ndarray:  # noqa: N803
+    m = np.asarray(M) if not common.is_tensor(M) else None
+    if m is None or m.shape != (2, 3) or m.dtype not in (np.float32, np.float64):
+        got = "a tensor" if m is None else f"{m.dtype} {m.shape}"
+        raise common.error(
+            "warpAffine",
+            f"(M0.type() == CV_32F || M0.type() == CV_64F) && M0.rows == 2 && M0.cols == 3"
+            f" (M must be a 2x3 float32/float64 array, got {got})",
+        )
+    return m.astype(np.float64)
+
+
+@common.accelerate("warpAffine")
+def warpAffine(  # noqa: N802
+    src,
+    M,  # noqa: N803
+    dsize,
+    dst=None,
+    flags=_cv2.INTER_LINEAR,
+    borderMode=_cv2.BORDER_CONSTANT,  # noqa: N803
+    borderValue=None,  # noqa: N803
+):
+    src = common.image("warpAffine", src)
+    matrix = _affine_matrix(M)
+    width, height = (int(dsize[0]), int(dsize[1])) if dsize is not None else (0, 0)
+    if width <= 0 or height <= 0:  # OpenCV: an empty dsize means the source's size
+        height, width = int(src.shape[0]), int(src.shape[1])
+    method = _WARP_INTERPOLATIONS.get(int(flags) & _cv2.INTER_MAX)
+    dtype = common.dtype_of(src)
+    reason = None
+    if method is None:
+        reason = "this interpolation is not accelerated (INTER_NEAREST and INTER_LINEAR are)"
+    elif int(borderMode) not in _WARP_BORDERS:
+        reason = "this border is not accelerated (BORDER_CONSTANT and BORDER_REPLICATE are)"
+    elif dtype not in (np.uint8, np.uint16, np.float32) or common.channels(src) == 2:
+        reason = "this dtype or channel count is not accelerated (uint8/uint16/float32, C1/3/4)"
+    if reason is not None:
+        if engine.is_graph_call(src):
+            raise common.error("warpAffine", reason + " (graph mode)")
+        return common.opencv(
+            "warpAffine",
+            reason,
+            src,
+            M,
+            dsize,
+            dst=dst,
+            flags=flags,
+            borderMode=borderMode,
+            borderValue=borderValue if borderValue is not None else 0,
+        )
+    if not int(flags) & _cv2.WARP_INVERSE_MAP:
+        matrix = ops_geometry.invert_affine(matrix)
+    value = tuple(float(v) for v in np.ravel(borderValue if borderValue is not None else 0.0))
+    params = dict(
+        matrix=tuple(float(v) for v in matrix.ravel()),
+        width=width,
+        height=height,
+        method=method,
+        border=int(borderMode),
+        value=value,
+    )
+    return engine.call("warpAffine", ops_geometry.warp_affine, [src], params, dst)

@@ -1,5 +1,5 @@
 """Conformance cases of geometry and DNN input: copyMakeBorder, flip, transpose, rotate,
-resize, dnn.blobFromImage(s)."""
+resize, warpAffine, dnn.blobFromImage(s)."""
 
 from __future__ import annotations
 
@@ -74,6 +74,29 @@ def cases() -> list[Case]:
         lambda m, x: m.resize(x, None, fx=1.5, fy=0.5),
         tolerance=LSB1,
     )
+    # warpAffine: nearest and linear, constant and replicated borders, a rotation (forward
+    # map, inverted as OpenCV does), a half-pixel scale whose nearest taps are exact ties, and
+    # a shear given as the inverse map; dst smaller than, equal to and larger than src.
+    for (iname, interp), (bname, border), dtype, (mname, matrix) in itertools.product(
+        {"NEAREST": real.INTER_NEAREST, "LINEAR": real.INTER_LINEAR}.items(),
+        {"CONSTANT": real.BORDER_CONSTANT, "REPLICATE": real.BORDER_REPLICATE}.items(),
+        ("uint8", "uint16", "float32"),
+        WARPS.items(),
+    ):
+        tol = REL_1E3 if dtype == "float32" else LSB1
+        flags = interp | (real.WARP_INVERSE_MAP if mname in INVERSE else 0)
+        for size in SIZE_CLASSES:
+            out += _per_image(
+                "warpAffine",
+                dtype,
+                bname,
+                size,
+                f"{iname} {mname}",
+                lambda m, x, f=flags, b=border, mat=matrix: m.warpAffine(
+                    x, *mat(x), flags=f, borderMode=b, borderValue=(9, 8, 7, 6)
+                ),
+                tolerance=tol,
+            )
     # blobFromImage: the uint8 resize may differ by 1 LSB, i.e. by scalefactor in the blob.
     for (kind, kw), size in itertools.product(
         {
@@ -104,6 +127,28 @@ def cases() -> list[Case]:
                 )
             )
     return out
+
+
+def _rotation(x: np.ndarray) -> tuple:
+    h, w = x.shape[:2]
+    return real.getRotationMatrix2D((w / 2 - 0.3, h / 2 + 0.1), 30, 0.9), (w, h)
+
+
+def _half_pixel(x: np.ndarray) -> tuple:
+    h, w = x.shape[:2]
+    # Inverse map x' = x/2 + 1/4: with WARP_INVERSE_MAP, every other source coordinate is an
+    # exact .5 tie for the nearest neighbour's round-half-to-even.
+    matrix = np.array([[0.5, 0.0, 0.25], [0.0, 0.5, 0.75]])
+    return matrix, (w * 2 + 1, h * 2 + 1)
+
+
+def _shear(x: np.ndarray) -> tuple:
+    h, w = x.shape[:2]
+    return np.array([[1.0, 0.3, -2.5], [-0.2, 1.1, 1.5]], np.float32), (max(1, w - 3), h + 2)
+
+
+WARPS = {"rotate30": _rotation, "half-pixel": _half_pixel, "shear": _shear}
+INVERSE = {"half-pixel", "shear"}
 
 
 def _lsb(blob: np.ndarray, scale: float) -> np.ndarray:
