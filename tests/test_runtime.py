@@ -135,10 +135,9 @@ def test_cpu_converts_float_to_int_in_one_step_and_matches_numpy():
     turns it back into one conversion (ONNX leaves out-of-range casts undefined). In-range
     values convert as NumPy converts them (toward zero)."""
     import onnx
+    from gdp.runtime.backends.tvm_llvm import _plain_float_to_int
     from onnx import TensorProto, helper
     from tvm.relax.frontend.onnx import from_onnx
-
-    from gdp.runtime.backends.tvm_llvm import _plain_float_to_int
 
     targets = {"i32": TensorProto.INT32, "u8": TensorProto.UINT8, "i8": TensorProto.INT8}
     graph = helper.make_graph(
