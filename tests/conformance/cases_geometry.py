@@ -10,7 +10,7 @@ import numpy as np
 
 import gdp.cv2 as cv2
 from tests.conformance.cases_filters import SIZE_CLASSES, _per_image
-from tests.conformance.core import LSB1, REL_1E3, Case, images
+from tests.conformance.core import EXACT, LSB1, REL_1E3, Case, images
 
 BORDERS = {
     "CONSTANT": real.BORDER_CONSTANT,
@@ -97,6 +97,39 @@ def cases() -> list[Case]:
                 ),
                 tolerance=tol,
             )
+    # Full HD: the size the benchmarks run, for what a pipeline does to a camera frame.
+    for name, border, params, call in [
+        ("warpAffine", "CONSTANT", "LINEAR rotate30", lambda m, x: m.warpAffine(x, *_rotation(x))),
+        (
+            "warpAffine",
+            "REPLICATE",
+            "NEAREST rotate30",
+            lambda m, x: m.warpAffine(
+                x, *_rotation(x), flags=real.INTER_NEAREST, borderMode=real.BORDER_REPLICATE
+            ),
+        ),
+        ("resize", "-", "LINEAR to 640x360", lambda m, x: m.resize(x, (640, 360))),
+        (
+            "resize",
+            "-",
+            "CUBIC to 1280x720",
+            lambda m, x: m.resize(x, (1280, 720), interpolation=real.INTER_CUBIC),
+        ),
+        (
+            "resize",
+            "-",
+            "AREA to 480x270",
+            lambda m, x: m.resize(x, (480, 270), interpolation=real.INTER_AREA),
+        ),
+        (
+            "copyMakeBorder",
+            "WRAP",
+            "8,8,0,0",
+            lambda m, x: m.copyMakeBorder(x, 8, 8, 0, 0, real.BORDER_WRAP),
+        ),
+    ]:
+        tol = EXACT if name == "copyMakeBorder" else LSB1
+        out += _per_image(name, "uint8", border, "1080p", params, call, tolerance=tol)
     # blobFromImage: the uint8 resize may differ by 1 LSB, i.e. by scalefactor in the blob.
     for (kind, kw), size in itertools.product(
         {
