@@ -32,7 +32,7 @@ def _table() -> dict[int, tuple]:
         (c.COLOR_BGR2GRAY, c.COLOR_RGB2GRAY, ops_color.to_gray, 1, _F32),
         (c.COLOR_BGR2YCrCb, c.COLOR_RGB2YCrCb, ops_color.to_ycrcb, 3, _F32),
         (c.COLOR_BGR2HSV, c.COLOR_RGB2HSV, ops_color.to_hsv, 3, _F32),
-        (c.COLOR_BGR2Lab, c.COLOR_RGB2Lab, ops_color.to_lab, 3, ()),
+        (c.COLOR_BGR2Lab, c.COLOR_RGB2Lab, ops_color.to_lab, 3, _F32),
     ]:
         t[bgr] = (op, {"bidx": 0}, (3, 4), dcn, dtypes)
         t[rgb] = (op, {"bidx": 2}, (3, 4), dcn, dtypes)

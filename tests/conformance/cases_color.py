@@ -27,6 +27,8 @@ CODES = [
     ("RGB2HSV", 3, ("uint8", "float32")),
     ("HSV2BGR", 3, ("uint8", "float32")),
     ("HSV2RGB", 3, ("uint8", "float32")),
+    ("BGR2Lab", 3, ("uint8", "float32")),
+    ("RGB2Lab", 3, ("uint8", "float32")),
     ("YUV2BGR_NV12", 0, ("uint8",)),
     ("YUV2RGB_NV12", 0, ("uint8",)),
     ("YUV2BGR_NV21", 0, ("uint8",)),
@@ -81,4 +83,11 @@ def cases() -> list[Case]:
     out.append(_case("HSV2RGB", "uint8", "1080p", every, "-every-triple"))
     rgb = np.stack(np.meshgrid(v, v, v, indexing="ij"), -1).reshape(-1, 256, 3)[::4].copy()
     out.append(_case("RGB2HSV", "uint8", "1080p", rgb, "-quarter-cube"))
+    out.append(_case("RGB2Lab", "uint8", "1080p", rgb, "-quarter-cube"))
+    # Lab from 4 channels (alpha ignored); float32 Lab rounds each channel to 1/2^14 half to
+    # even after clipping to [0, 1]: uniform floats hit ties, and values outside [0, 1] clip.
+    for dtype in ("uint8", "float32"):
+        out.append(_case("BGR2Lab", dtype, "odd", images(dtype, "odd", 4)[-1], "-4ch"))
+    wide = rng.uniform(-0.25, 1.25, (63, 97, 3)).astype(np.float32)
+    out.append(_case("RGB2Lab", "float32", "odd", wide, "-uniform"))
     return out
