@@ -8,7 +8,7 @@ import numpy as np
 import gdp.cv2 as gcv2
 from tests.conformance.core import EXACT, REL_1E5, Case, images
 
-SIZE_CLASSES = ("tiny", "odd", "photo")
+SIZE_CLASSES = ("tiny", "odd", "photo", "1080p")
 THRESH_TYPES = {
     "BINARY": cv2.THRESH_BINARY,
     "BINARY_INV": cv2.THRESH_BINARY_INV,
