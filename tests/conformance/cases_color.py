@@ -8,7 +8,7 @@ import numpy as np
 import gdp.cv2 as gcv2
 from tests.conformance.core import EXACT, REL_1E5, Case, images
 
-SIZE_CLASSES = ("tiny", "odd", "photo")
+SIZE_CLASSES = ("tiny", "odd", "photo", "1080p")
 
 # (code name, input channels, dtypes)
 CODES = [
@@ -38,7 +38,7 @@ CODES = [
 
 def _image(code: str, channels: int, dtype: str, size: str) -> np.ndarray:
     if channels == 0:  # YUV 4:2:0 semi-planar: (H*3/2, W), H and W even
-        h, w = {"tiny": (2, 2), "odd": (18, 34), "photo": (120, 160)}[size]
+        h, w = {"tiny": (2, 2), "odd": (18, 34), "photo": (120, 160), "1080p": (1080, 1920)}[size]
         rng = np.random.default_rng(1)
         return rng.integers(0, 256, (h * 3 // 2, w), dtype=np.uint8)
     image = images(dtype, size, channels)[-1]
