@@ -1,6 +1,7 @@
 """gdp: compile image and data preprocessing into fused tensor programs for NPUs, CPUs and GPUs.
 
 model = gdp.compile(tf_function)              # or gdp.compile([a, b], [c]) with Keras inputs
+model = gdp.compile(gdp.from_te(mask, [img]))  # a TE neighbour comparison, as a dense graph
 handle = gdp.run_async(model, {"a": x}, {"c": z}, profile=True)
 gdp.sync()
 """
@@ -16,6 +17,7 @@ from gdp.errors import (
     TargetError,
     UnsupportedOpError,
 )
+from gdp.frontend.te import from_te
 from gdp.iterate import fixed_point
 from gdp.model import Model
 from gdp.version import __version__
@@ -34,6 +36,7 @@ __all__ = [
     "compile",
     "default_target",
     "fixed_point",
+    "from_te",
     "load",
     "run_async",
     "set_target",

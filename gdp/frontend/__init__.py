@@ -11,9 +11,18 @@ import onnx
 from gdp.errors import FrontendError
 from gdp.frontend.common import OPSET, finalize
 from gdp.frontend.onnx_file import from_onnx
+from gdp.frontend.te import from_te
 from gdp.frontend.tensorflow import from_keras, from_tf_function, is_keras_tensor
 
-__all__ = ["OPSET", "finalize", "from_keras", "from_onnx", "from_tf_function", "to_onnx"]
+__all__ = [
+    "OPSET",
+    "finalize",
+    "from_keras",
+    "from_onnx",
+    "from_te",
+    "from_tf_function",
+    "to_onnx",
+]
 
 
 def to_onnx(
