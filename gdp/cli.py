@@ -1,4 +1,5 @@
-"""`gdp` on the command line: what is installed, and ahead-of-time compilation into the cache."""
+"""`gdp` on the command line: what is installed, ahead-of-time compilation into the cache, and
+the calibration of a target's cost profile."""
 
 from __future__ import annotations
 
@@ -21,6 +22,11 @@ def main(argv: list[str] | None = None) -> int:
     comp = sub.add_parser("compile", help="compile an ONNX file for a target (fills the cache)")
     comp.add_argument("onnx", help="path of the ONNX model")
     comp.add_argument("--target", default="cpu", choices=sorted(TARGETS))
+    cal = sub.add_parser(
+        "calibrate", help="measure the target's cost profile and store it in the cache"
+    )
+    cal.add_argument("--target", default="cpu", choices=sorted(TARGETS))
+    cal.add_argument("--runs", type=int, default=30)
     sub.add_parser(
         "bench",
         help="the side-by-side benchmark (needs a source checkout); "
@@ -39,6 +45,19 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         sys.argv = [str(script), *rest]
         runpy.run_path(str(script), run_name="__main__")
+        return 0
+
+    if args.command == "calibrate":
+        from gdp.calibrate import calibrate
+        from gdp.rewrites.profiles import profile_path
+
+        try:
+            profile = calibrate(args.target, runs=args.runs)
+        except gdp.GdpError as err:
+            print(f"gdp: {err}", file=sys.stderr)
+            return 2
+        print(profile.to_json())
+        print(f"stored in {profile_path(args.target, default_cache_dir())}", file=sys.stderr)
         return 0
 
     if args.command == "info":

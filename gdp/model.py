@@ -16,7 +16,7 @@ import onnx
 
 from gdp.errors import ExecutionError, InputError, OutputBufferError, TargetError
 from gdp.frontend.common import IR_VERSION
-from gdp.rewrites import apply_rewrites, canonical_names, specialize_shapes
+from gdp.rewrites import apply_rewrites, canonical_names, load_profile, specialize_shapes
 from gdp.runtime import queue
 from gdp.runtime.backends import Executable, get_backend
 from gdp.runtime.cache import DiskCache, cache_key
@@ -148,8 +148,11 @@ class Model:
                 graph = specialize_shapes(graph, shapes)
             except Exception as err:
                 raise InputError(f"the graph does not accept input shapes {shapes}: {err}") from err
-        names = (*backend.required_rewrites, *self.target.profile.rewrites)
-        graph, applied = apply_rewrites(graph, names)
+        names = (*backend.required_rewrites, *self.target.substitutions)
+        profile = (
+            load_profile(self.target.profile, self._cache.root) if self.target.profile else None
+        )
+        graph, applied = apply_rewrites(graph, names, profile)
         graph.ir_version = min(graph.ir_version, IR_VERSION)
         key = cache_key(
             # Conversions of one program differ in generated names: hash the canonical form.

@@ -1,8 +1,9 @@
 """Graph passes on ONNX, and the one registry of them.
 
-A rewrite is a pure function ONNX -> ONNX that also says how many places it changed. Which rewrites
-run for a target comes from the backend (what its importer needs) and from the target's cost profile
-(what its measurements favour); nothing here asks which target it is.
+A rewrite is a pure function ONNX -> ONNX. A canonical rewrite (what an importer needs) says how
+many places it changed; a measured substitution reads a cost profile and logs every place it
+weighed, applied or not, with the costs that decided. Which rewrites run for a target comes from the
+backend and from the target's profile; nothing here asks which target it is.
 """
 
 from __future__ import annotations
@@ -17,16 +18,28 @@ from gdp.rewrites.canonicalize import (
     pad_in_integer_type,
     reverse_sequence_to_slice,
 )
+from gdp.rewrites.profiles import CostProfile, load_profile
 from gdp.rewrites.specialize import specialize_shapes
+from gdp.rewrites.substitute import split_reduce
 
-__all__ = ["REWRITES", "Rewrite", "apply_rewrites", "canonical_names", "specialize_shapes"]
+__all__ = [
+    "REWRITES",
+    "CostProfile",
+    "Rewrite",
+    "apply_rewrites",
+    "canonical_names",
+    "load_profile",
+    "specialize_shapes",
+]
 
 
 @dataclass(frozen=True)
 class Rewrite:
     name: str
     doc: str
-    fn: Callable[[onnx.ModelProto], tuple[onnx.ModelProto, int]]
+    # canonical: model -> (model, places changed); measured: (model, profile) -> (model, log)
+    fn: Callable
+    measured: bool = False
 
 
 REWRITES: dict[str, Rewrite] = {
@@ -48,17 +61,31 @@ REWRITES: dict[str, Rewrite] = {
             "ReverseSequence over whole sequences (tf.reverse) -> Slice with step -1",
             reverse_sequence_to_slice,
         ),
+        Rewrite(
+            "split_reduce",
+            "ReduceMin/Max/Sum/Mean over a large extent -> Split in s slices, elementwise combine,"
+            " reduce the rest, where the profile measures the split form faster",
+            split_reduce,
+            measured=True,
+        ),
     ]
 }
 
 
 def apply_rewrites(
-    model: onnx.ModelProto, names: Iterable[str]
+    model: onnx.ModelProto, names: Iterable[str], profile: CostProfile | None = None
 ) -> tuple[onnx.ModelProto, list[dict]]:
-    """Run the named rewrites in order; report each one that changed something."""
-    applied: list[dict] = []
+    """Run the named rewrites in order. The log has one entry per canonical rewrite that changed
+    something ({"rule", "applied": True, "count"}) and one per place a measured substitution
+    weighed ({"rule", "applied", "where", "costs", ...})."""
+    log: list[dict] = []
     for name in names:
-        model, count = REWRITES[name].fn(model)
+        rewrite = REWRITES[name]
+        if rewrite.measured:
+            model, entries = rewrite.fn(model, profile)
+            log += entries
+            continue
+        model, count = rewrite.fn(model)
         if count:
-            applied.append({"rule": name, "count": count})
-    return model, applied
+            log.append({"rule": name, "applied": True, "count": count})
+    return model, log

@@ -1,36 +1,35 @@
-"""Targets: a name users pass (`target="cpu"`), the backend that serves it, and its cost profile."""
+"""Targets: a name users pass (`target="cpu"`), the backend that serves it, and the cost profile
+its measured substitutions read."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gdp.errors import TargetError
-
-
-@dataclass(frozen=True)
-class CostProfile:
-    """Measured costs of a target that rewrites read to choose what pays there.
-
-    Empty until the substitution and fusion rewrites land: `rewrites` names the profile-chosen
-    rewrites (beyond what the backend itself requires), `costs` holds microbenchmark numbers.
-    """
-
-    rewrites: tuple[str, ...] = ()
-    costs: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Target:
     name: str
     backend: str
-    profile: CostProfile = field(default_factory=CostProfile)
     doc: str = ""
+    # The cost profile (gdp.rewrites.profiles) the target's measured substitutions read, and
+    # the substitutions it weighs; None and () where the graph must stay as the front end made
+    # it (the reference is the oracle).
+    profile: str | None = None
+    substitutions: tuple[str, ...] = ()
 
 
 TARGETS: dict[str, Target] = {
     t.name: t
     for t in [
-        Target("cpu", "tvm-llvm", doc="this machine's CPU through TVM Relax (llvm, native mcpu)"),
+        Target(
+            "cpu",
+            "tvm-llvm",
+            doc="this machine's CPU through TVM Relax (llvm, native mcpu)",
+            profile="cpu",
+            substitutions=("split_reduce",),
+        ),
         Target(
             "reference", "onnxruntime", doc="onnxruntime fp32 on the front end's graph: the oracle"
         ),

@@ -57,7 +57,7 @@ def test_specialize_shapes_folds_shape_arithmetic(photos):
 
 def test_apply_rewrites_reports_only_what_changed(resize_graph):
     _, applied = apply_rewrites(resize_graph, ["omit_empty_resize_inputs"])
-    assert applied == [{"rule": "omit_empty_resize_inputs", "count": 2}]
+    assert applied == [{"rule": "omit_empty_resize_inputs", "applied": True, "count": 2}]
     again, applied = apply_rewrites(_, ["omit_empty_resize_inputs"])
     assert applied == []
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import warnings
 
 import tvm
 from tvm.s_tir import meta_schedule as ms
@@ -50,21 +51,39 @@ def schedule_cpu(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
     for gvar, func in mod.functions.items():
         if not isinstance(func, tvm.tirx.PrimFunc):
             continue
-        sch = tvm.s_tir.Schedule(func)
-        kept = _inline_producers(sch)
-        outputs = sch.get_output_blocks(sch.get_sblock("root"))
-        spatial = all(_is_spatial(sch, b) for b in sch.get_child_blocks(sch.get_sblock("root")))
-        if spatial and len(outputs) == 1 and len(sch.get_loops(outputs[0])) >= 2:
-            done = _schedule_rows(sch, outputs[0], kept, cores)
-        elif any(not _is_spatial(sch, b) for b in sch.get_child_blocks(sch.get_sblock("root"))):
-            done = _schedule_reductions(sch, cores)
-        else:
-            done = _schedule_generic(sch, cores)
-        if done:
+        try:
+            sch = _schedule(func, cores)
+        except (tvm.error.InternalError, tvm.s_tir.ScheduleError) as err:
+            # A schedule primitive refused a kernel shape gdp's heuristics did not foresee
+            # (TVM checks every primitive, so the refusal is clean): that kernel compiles as
+            # TVM lowers it by default, correct but slower. Said, not hidden.
+            warnings.warn(
+                f"gdp's cpu schedule failed on {gvar.name_hint}, which runs unscheduled:"
+                f" {str(err).splitlines()[0]}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            continue
+        if sch is not None:
             scheduled[gvar] = sch.mod["main"]
     for gvar, func in scheduled.items():
         mod[gvar] = func
     return mod
+
+
+def _schedule(func: tvm.tirx.PrimFunc, cores: int) -> tvm.s_tir.Schedule | None:
+    """gdp's schedule of one kernel, or None where it leaves TVM's default."""
+    sch = tvm.s_tir.Schedule(func)
+    kept = _inline_producers(sch)
+    outputs = sch.get_output_blocks(sch.get_sblock("root"))
+    spatial = all(_is_spatial(sch, b) for b in sch.get_child_blocks(sch.get_sblock("root")))
+    if spatial and len(outputs) == 1 and len(sch.get_loops(outputs[0])) >= 2:
+        done = _schedule_rows(sch, outputs[0], kept, cores)
+    elif any(not _is_spatial(sch, b) for b in sch.get_child_blocks(sch.get_sblock("root"))):
+        done = _schedule_reductions(sch, cores)
+    else:
+        done = _schedule_generic(sch, cores)
+    return sch if done else None
 
 
 def _is_stencil_source(sch: tvm.s_tir.Schedule, block) -> bool:
