@@ -1,9 +1,9 @@
 """`gdp calibrate --target T`: measure a target's cost profile (gdp.rewrites.profiles.OPS)
 with microbenchmarks compiled for it, and store it in the cache, where the profile-driven
-rewrites find it. Each op is a one-node ONNX graph (the split reductions: split_reduce's own
-form) on float32 data at table 5-1's sizes (1024x2048; GEMV 1024x1024 by a vector; matmul
-512^3, a size a CPU measures in well under a second), timed as the median of its execute phase
-over many runs, data already staged."""
+rewrites find it. Each op is a one-node ONNX graph (the split reductions and separable filters:
+their rewrites' own forms) on float32 data at table 5-1's sizes (1024x2048; GEMV 1024x1024 by
+a vector; matmul 512^3, a size a CPU measures in well under a second), timed as the median of
+its execute phase over many runs, data already staged."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 import gdp
 from gdp.frontend.common import IR_VERSION, OPSET
 from gdp.rewrites.profiles import OPS, CostProfile, OpCost, store_profile
-from gdp.rewrites.substitute import split_reduce
+from gdp.rewrites.substitute import separable_filters, split_reduce
 from gdp.runtime.cache import default_cache_dir
 
 H, W = 1024, 2048
@@ -127,7 +127,9 @@ def microbenchmarks() -> dict[str, tuple[onnx.ModelProto, dict, int]]:
     )
     for c in (1, 3, 16):
         h, w = H // c if c > 1 else H, W  # about 2M elements at every channel count
-        kernel = numpy_helper.from_array(rng.random((c, 1, 5, 5), dtype=np.float32), "k")
+        # Rank one, as the filters separable_filters splits are (a Gaussian, a box).
+        taps = rng.random((c, 5, 1), dtype=np.float32) * rng.random((c, 1, 5), dtype=np.float32)
+        kernel = numpy_helper.from_array(taps[:, None], "k")
         out[f"depthwise_conv_c{c}"] = (
             _model(
                 [helper.make_node("Conv", ["x", "k"], ["z"], group=c, pads=[2, 2, 2, 2])],
@@ -138,6 +140,9 @@ def microbenchmarks() -> dict[str, tuple[onnx.ModelProto, dict, int]]:
             {"x": rng.random((1, c, h, w), dtype=np.float32)},
             c * h * w,
         )
+        model, inputs, elements = out[f"depthwise_conv_c{c}"]
+        separable, _ = separable_filters(model, None, force=True)
+        out[f"separable_conv_c{c}"] = (separable, inputs, elements)
     assert set(out) == set(OPS), set(OPS) ^ set(out)
     return out
 

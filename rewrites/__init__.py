@@ -20,7 +20,7 @@ from gdp.rewrites.canonicalize import (
 )
 from gdp.rewrites.profiles import CostProfile, load_profile
 from gdp.rewrites.specialize import specialize_shapes
-from gdp.rewrites.substitute import split_reduce
+from gdp.rewrites.substitute import separable_filters, split_reduce
 
 __all__ = [
     "REWRITES",
@@ -66,6 +66,13 @@ REWRITES: dict[str, Rewrite] = {
             "ReduceMin/Max/Sum/Mean over a large extent -> Split in s slices, elementwise combine,"
             " reduce the rest, where the profile measures the split form faster",
             split_reduce,
+            measured=True,
+        ),
+        Rewrite(
+            "separable_filters",
+            "depthwise Conv with rank-one kernels (Gaussian, box, Sobel) -> a row pass and a"
+            " column pass, where the profile measures the two passes faster",
+            separable_filters,
             measured=True,
         ),
     ]

@@ -122,3 +122,108 @@ def split_reduce(
     if not changed:
         return model, log
     return ir.serde.serialize_model(graph), log
+
+
+# The channel counts the profile times depthwise filters at.
+_PROFILED_CHANNELS = (1, 3, 16)
+
+
+def _rank_one(kernel: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(column, row) with kernel == outer(column, row) to float32 precision, else None."""
+    u, s, vt = np.linalg.svd(kernel.astype(np.float64))
+    if s[0] == 0 or (len(s) > 1 and s[1] > 1e-7 * s[0]):
+        return None
+    column, row = u[:, 0] * np.sqrt(s[0]), vt[0] * np.sqrt(s[0])
+    if not np.allclose(np.outer(column, row), kernel, rtol=1e-6, atol=1e-7 * np.abs(kernel).max()):
+        return None
+    return column, row
+
+
+def separable_costs(profile: CostProfile, channels: int, kh: int, kw: int, elements: int):
+    """The profile's times for a kh x kw depthwise filter on `elements` inputs, as one 2-D pass
+    and as a row pass then a column pass; both measured at 5x5 and scaled by their taps (25,
+    and 5 + 5). None where the profile lacks either form."""
+    c = min(_PROFILED_CHANNELS, key=lambda p: abs(p - channels))
+    direct_op, split_op = f"depthwise_conv_c{c}", f"separable_conv_c{c}"
+    if direct_op not in profile.ops or split_op not in profile.ops:
+        return None
+    direct = profile.ms(direct_op, elements) * (kh * kw) / 25
+    separable = profile.ms(split_op, elements) * (kh + kw) / 10
+    return {"direct_ms": round(direct, 4), "separable_ms": round(separable, 4)}
+
+
+def separable_filters(
+    model: onnx.ModelProto, profile: CostProfile | None, force: bool = False
+) -> tuple[onnx.ModelProto, list[dict]]:
+    """A depthwise Conv (group = channels, or one channel) whose every channel's kernel is rank
+    one (Gaussian, box, Sobel, Scharr) -> a 1 x kw row pass, then a kh x 1 column pass with the
+    bias, where the profile prices the two passes below the one: kh + kw taps per pixel instead
+    of kh * kw. Strides and dilations of 1 only (the passes would otherwise not commute with
+    the sampling). The sums regroup, so float results differ by rounding only."""
+    if profile is None and not force:
+        return model, []
+    graph = ir.serde.deserialize_model(model)
+    log: list[dict] = []
+    changed = False
+    for node in list(ir.traversal.RecursiveGraphIterator(graph.graph)):
+        if node.op_type != "Conv" or node.domain not in ("", "ai.onnx"):
+            continue
+        data, weight = node.inputs[0], ir.convenience.get_const_tensor(node.inputs[1])
+        if weight is None or data.shape is None or not data.shape.is_static():
+            continue
+        kernels = weight.numpy()
+        channels = int(data.shape[1])
+        group = node.attributes.get_int("group", 1)
+        plain = all(
+            node.attributes.get_ints(a, [1, 1]) == [1, 1] for a in ("strides", "dilations")
+        ) and node.attributes.get_string("auto_pad", "NOTSET") in ("NOTSET", "")
+        depthwise = kernels.ndim == 4 and kernels.shape[:2] == (channels, 1) and group == channels
+        kh, kw = kernels.shape[2:] if kernels.ndim == 4 else (0, 0)
+        if not (plain and depthwise and kh > 1 and kw > 1):
+            continue
+        factors = [_rank_one(k[0]) for k in kernels]
+        entry = {"rule": "separable_filters", "where": node.name, "kernel": [kh, kw]}
+        if any(f is None for f in factors):
+            log.append({**entry, "applied": False, "why": "a kernel is not rank one"})
+            continue
+        costs = None
+        if profile is not None:
+            elements = int(np.prod([int(d) for d in data.shape]))
+            costs = separable_costs(profile, channels, kh, kw, elements)
+        if force:
+            applied = True
+        elif costs is None:
+            applied = False
+            entry["why"] = f"the {profile.target} profile does not time both forms"
+        else:
+            applied = costs["separable_ms"] < costs["direct_ms"]
+        log.append({**entry, "applied": applied, "costs": costs})
+        if not applied:
+            continue
+        top, left, bottom, right = node.attributes.get_ints("pads", [0, 0, 0, 0])
+        rows = np.stack([f[1] for f in factors]).astype(kernels.dtype)[:, None, None, :]
+        cols = np.stack([f[0] for f in factors]).astype(kernels.dtype)[:, None, :, None]
+        values = []
+        for what, array in (("row", rows), ("column", cols)):
+            value = ir.Value(name=f"{node.name}_{what}_taps", const_value=ir.tensor(array))
+            node.graph.register_initializer(value)
+            values.append(value)
+        row_pass = ir.node(
+            "Conv",
+            [data, values[0]],
+            attributes={"group": channels, "pads": [0, left, 0, right]},
+            name=f"{node.name}_row_pass",
+        )
+        column_pass = ir.node(
+            "Conv",
+            [row_pass.outputs[0], values[1], *node.inputs[2:]],
+            attributes={"group": channels, "pads": [top, 0, bottom, 0]},
+            name=f"{node.name}_column_pass",
+        )
+        ir.convenience.replace_nodes_and_values(
+            node.graph, node, [node], [row_pass, column_pass], node.outputs, column_pass.outputs
+        )
+        changed = True
+    if not changed:
+        return model, log
+    return ir.serde.serialize_model(graph), log

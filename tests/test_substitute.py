@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from gdp.rewrites import profiles
-from gdp.rewrites.substitute import split_reduce
+from gdp.rewrites.substitute import separable_filters, split_reduce
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
@@ -68,9 +68,13 @@ def test_split_reduce_equals_the_reduction(op, shape, data, keepdims, seed):
     if np.prod(shape) >= 1 << 16 and shape[axes[0]] % 2 == 0:
         assert log and log[0]["applied"], log
         assert any(n.op_type == "Split" for n in split.graph.node)
+    original = run(model, x)
     if op in ("ReduceMin", "ReduceMax"):
-        np.testing.assert_array_equal(got, run(model, x))  # picks existing values: exact
-    np.testing.assert_allclose(got, want, rtol=1e-6)
+        np.testing.assert_array_equal(got, original)  # picks existing values: exact
+    # Sums regroup: the split is within 1e-6 of the float64 truth, or no farther from it than
+    # the original's own float32 accumulation (whose error grows with the terms summed).
+    slack = np.maximum(2 * np.abs(original - want), 1e-6 * np.abs(want))
+    assert np.all(np.abs(got - want) <= slack), (got, original, want)
 
 
 def test_profiles_decide_by_their_measurements():
@@ -128,3 +132,65 @@ def test_a_kernel_gdp_cannot_schedule_still_compiles_and_says_so(tmp_path):
         model = gdp.compile(split, target="cpu", cache_dir=tmp_path)
     x = np.random.default_rng(3).random(shape, dtype=np.float32)
     np.testing.assert_allclose(model(x), x.astype(np.float64).mean(), rtol=1e-5)
+
+
+def depthwise(kernels: np.ndarray, shape: list[int], pads: list[int], bias=None) -> onnx.ModelProto:
+    c, _, kh, kw = kernels.shape
+    n, _, h, w = shape
+    inits = [numpy_helper.from_array(kernels.astype(np.float32), "k")]
+    inputs = ["x", "k"]
+    if bias is not None:
+        inits.append(numpy_helper.from_array(bias.astype(np.float32), "b"))
+        inputs.append("b")
+    out_h, out_w = h + pads[0] + pads[2] - kh + 1, w + pads[1] + pads[3] - kw + 1
+    graph = helper.make_graph(
+        [helper.make_node("Conv", inputs, ["z"], group=c, pads=pads)],
+        "depthwise",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [n, c, out_h, out_w])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = IR_VERSION
+    onnx.checker.check_model(model)
+    return model
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    channels=st.sampled_from([1, 2, 3, 4, 16]),
+    kh=st.integers(2, 7),
+    kw=st.integers(2, 7),
+    pads=st.lists(st.integers(0, 3), min_size=4, max_size=4),
+    bias=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_separable_filters_equal_the_2d_filter(channels, kh, kw, pads, bias, seed):
+    rng = np.random.default_rng(seed)
+    kernels = rng.normal(size=(channels, 1, kh, 1)) * rng.normal(size=(channels, 1, 1, kw))
+    shape = [1, channels, 9 + kh, 11 + kw]
+    model = depthwise(kernels, shape, pads, rng.normal(size=channels) if bias else None)
+    split, log = separable_filters(model, None, force=True)
+    assert log[0]["applied"] and [n.op_type for n in split.graph.node] == ["Conv", "Conv"]
+    x = rng.random(shape, dtype=np.float32)
+    want, got = run(model, x), run(split, x)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * np.abs(want).max())
+
+
+def test_separable_filters_leave_full_rank_kernels_and_follow_the_profile():
+    import cv2
+
+    g = cv2.getGaussianKernel(5, 0)
+    gaussian = np.tile((g @ g.T)[None, None], (3, 1, 1, 1))
+    model = depthwise(gaussian, [1, 3, 1080, 1920], [2, 2, 2, 2])
+    # The cpu measures the two passes faster (TVM's 2-D depthwise conv has 25 taps a pixel).
+    split, log = separable_filters(model, profiles.CPU_DEFAULT)
+    assert log[0]["applied"] and log[0]["costs"]["separable_ms"] < log[0]["costs"]["direct_ms"]
+    x = np.random.default_rng(4).random((1, 3, 1080, 1920), dtype=np.float32)
+    np.testing.assert_allclose(run(split, x), run(model, x), rtol=0, atol=1e-6)
+    # The thesis did not time the separable form on the Ascend: not guessed at.
+    _, log = separable_filters(model, profiles.NPU_ASCEND310)
+    assert not log[0]["applied"] and "does not time both" in log[0]["why"]
+    laplacian = np.array([[0, 1, 0], [1, -4, 1], [0, 1, 0]], np.float32)[None, None]
+    same, log = separable_filters(depthwise(laplacian, [1, 1, 20, 20], [1, 1, 1, 1]), None, True)
+    assert not log[0]["applied"] and "rank one" in log[0]["why"]
