@@ -20,7 +20,7 @@ from gdp.rewrites.canonicalize import (
 )
 from gdp.rewrites.profiles import CostProfile, load_profile
 from gdp.rewrites.specialize import specialize_shapes
-from gdp.rewrites.substitute import separable_filters, split_reduce
+from gdp.rewrites.substitute import channel_parallel_filters, separable_filters, split_reduce
 
 __all__ = [
     "REWRITES",
@@ -73,6 +73,13 @@ REWRITES: dict[str, Rewrite] = {
             "depthwise Conv with rank-one kernels (Gaussian, box, Sobel) -> a row pass and a"
             " column pass, where the profile measures the two passes faster",
             separable_filters,
+            measured=True,
+        ),
+        Rewrite(
+            "channel_parallel_filters",
+            "depthwise Conv on 1-4 channels -> s row strips (with halos) concatenated on C, one"
+            " Conv with tiled weights, strips put back, where the profile measures it faster",
+            channel_parallel_filters,
             measured=True,
         ),
     ]

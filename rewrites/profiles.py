@@ -35,6 +35,8 @@ OPS = (
     "separable_conv_c1",
     "separable_conv_c3",
     "separable_conv_c16",
+    "channel_parallel_conv_c1",
+    "channel_parallel_conv_c3",
 )
 
 
@@ -96,6 +98,7 @@ NPU_ASCEND310 = CostProfile(
         "matmul": OpCost(0.80, 1024 * 1024, "1024^3, ~2.5 TOPS fp16"),
         # 5x5 Gaussian as a depthwise conv on 1080p RGB, 9.84 ms (5.5.2).
         "depthwise_conv_c3": OpCost(9.84, 3 * 1080 * 1920, "5x5 taps, 1080p RGB (5.5.2)"),
+        "channel_parallel_conv_c3": OpCost(2.29, 3 * 1080 * 1920, "the same in 16 strips (5.5.2)"),
     },
 )
 
@@ -106,24 +109,26 @@ CPU_DEFAULT = CostProfile(
     source="shipped default: gdp calibrate on a 2-core AMD Zen 3 (TVM 0.27 llvm, float32)",
     dtype="float32",
     ops={
-        "transpose": OpCost(11.1923, _M),
-        "abs": OpCost(0.6816, _M),
-        "add": OpCost(0.8742, _M),
-        "max": OpCost(0.8973, _M),
-        "and": OpCost(0.2007, _M),
-        "compare": OpCost(0.5701, _M),
-        "reduce_sum": OpCost(2.0153, _M),
-        "reduce_max": OpCost(0.7239, _M),
-        "split_reduce_sum": OpCost(16.2089, _M),
-        "split_reduce_max": OpCost(13.0246, _M),
-        "gemv": OpCost(5.0735, 1024 * 1024),
-        "matmul": OpCost(354.8006, 512 * 512),
-        "depthwise_conv_c1": OpCost(22.0801, _M),
-        "separable_conv_c1": OpCost(7.1667, _M),
-        "depthwise_conv_c3": OpCost(27.4082, 3 * 341 * 2048),
-        "separable_conv_c3": OpCost(17.7915, 3 * 341 * 2048),
-        "depthwise_conv_c16": OpCost(23.3525, _M),
-        "separable_conv_c16": OpCost(11.764, _M),
+        "transpose": OpCost(11.7569, _M),
+        "abs": OpCost(0.8654, _M),
+        "add": OpCost(1.2853, _M),
+        "max": OpCost(1.4265, _M),
+        "and": OpCost(0.2777, _M),
+        "compare": OpCost(0.8259, _M),
+        "reduce_sum": OpCost(2.1102, _M),
+        "reduce_max": OpCost(0.8228, _M),
+        "split_reduce_sum": OpCost(18.144, _M),
+        "split_reduce_max": OpCost(13.8155, _M),
+        "gemv": OpCost(5.3743, 1024 * 1024),
+        "matmul": OpCost(368.2975, 512 * 512),
+        "depthwise_conv_c1": OpCost(22.3388, _M),
+        "separable_conv_c1": OpCost(7.0434, _M),
+        "channel_parallel_conv_c1": OpCost(40.1178, _M),
+        "depthwise_conv_c3": OpCost(26.7053, 3 * 336 * 2048),
+        "separable_conv_c3": OpCost(9.3861, 3 * 336 * 2048),
+        "channel_parallel_conv_c3": OpCost(39.3894, 3 * 336 * 2048),
+        "depthwise_conv_c16": OpCost(23.0277, _M),
+        "separable_conv_c16": OpCost(6.8071, _M),
     },
 )
 
