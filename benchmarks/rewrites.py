@@ -22,7 +22,11 @@ from onnx import TensorProto, helper, numpy_helper
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gdp.rewrites import profiles  # noqa: E402
-from gdp.rewrites.substitute import separable_filters, split_reduce  # noqa: E402
+from gdp.rewrites.substitute import (  # noqa: E402
+    channel_parallel_filters,
+    separable_filters,
+    split_reduce,
+)
 from gdp.runtime.cache import default_cache_dir  # noqa: E402
 from gdp.runtime.targets import Target  # noqa: E402
 
@@ -96,6 +100,18 @@ def cases() -> list[tuple[str, onnx.ModelProto, object, tuple]]:
             "5x5 Gaussian, depthwise conv, 1080p RGB",
             _gaussian(3),
             separable_filters,
+            (1, 3, 1080, 1920),
+        ),
+        (
+            "5x5 Gaussian, depthwise conv, 1080p gray",
+            _gaussian(1),
+            channel_parallel_filters,
+            (1, 1, 1080, 1920),
+        ),
+        (
+            "5x5 Gaussian, depthwise conv, 1080p RGB",
+            _gaussian(3),
+            channel_parallel_filters,
             (1, 3, 1080, 1920),
         ),
     ]
