@@ -18,6 +18,7 @@ from gdp.rewrites.canonicalize import (
     pad_in_integer_type,
     reverse_sequence_to_slice,
 )
+from gdp.rewrites.control_flow import neighbour_differences
 from gdp.rewrites.profiles import CostProfile, load_profile
 from gdp.rewrites.specialize import specialize_shapes
 from gdp.rewrites.substitute import channel_parallel_filters, separable_filters, split_reduce
@@ -60,6 +61,13 @@ REWRITES: dict[str, Rewrite] = {
             "reverse_sequence_to_slice",
             "ReverseSequence over whole sequences (tf.reverse) -> Slice with step -1",
             reverse_sequence_to_slice,
+        ),
+        Rewrite(
+            "neighbour_differences",
+            "w1 * x[shifted] -/+ w2 * x[shifted] (neighbour comparisons written with slices) ->"
+            " a depthwise Conv, where the profile measures the convolution cheaper",
+            neighbour_differences,
+            measured=True,
         ),
         Rewrite(
             "split_reduce",

@@ -65,6 +65,20 @@ class CostProfile:
             raise KeyError(f"the {self.target} profile has no measurement of {op!r}")
         return cost.ms_per_element * elements
 
+    def nearest(self, prefix: str, channels: int, also: str = "") -> str | None:
+        """The `{prefix}{c}` op measured at the channel count c nearest `channels` (for which
+        `{also}{c}` is measured too, when given), or None."""
+        counts = [
+            int(name[len(prefix) :])
+            for name in self.ops
+            if name.startswith(prefix)
+            and name[len(prefix) :].isdigit()
+            and (not also or f"{also}{name[len(prefix) :]}" in self.ops)
+        ]
+        if not counts:
+            return None
+        return f"{prefix}{min(counts, key=lambda c: (abs(c - channels), c))}"
+
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
 

@@ -126,10 +126,6 @@ def split_reduce(
     return ir.serde.serialize_model(graph), log
 
 
-# The channel counts the profile times depthwise filters at.
-_PROFILED_CHANNELS = (1, 3, 16)
-
-
 def _rank_one(kernel: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """(column, row) with kernel == outer(column, row) to float32 precision, else None."""
     u, s, vt = np.linalg.svd(kernel.astype(np.float64))
@@ -145,10 +141,10 @@ def separable_costs(profile: CostProfile, channels: int, kh: int, kw: int, eleme
     """The profile's times for a kh x kw depthwise filter on `elements` inputs, as one 2-D pass
     and as a row pass then a column pass; both measured at 5x5 and scaled by their taps (25,
     and 5 + 5). None where the profile lacks either form."""
-    c = min(_PROFILED_CHANNELS, key=lambda p: abs(p - channels))
-    direct_op, split_op = f"depthwise_conv_c{c}", f"separable_conv_c{c}"
-    if direct_op not in profile.ops or split_op not in profile.ops:
+    direct_op = profile.nearest("depthwise_conv_c", channels, also="separable_conv_c")
+    if direct_op is None:
         return None
+    split_op = direct_op.replace("depthwise", "separable")
     direct = profile.ms(direct_op, elements) * (kh * kw) / 25
     separable = profile.ms(split_op, elements) * (kh + kw) / 10
     return {"direct_ms": round(direct, 4), "separable_ms": round(separable, 4)}
@@ -240,10 +236,10 @@ MAX_PARALLEL_CHANNELS = 4
 def channel_parallel_costs(profile: CostProfile, channels: int, elements: int):
     """The profile's times for a depthwise filter on `elements` inputs directly and in the
     channel-parallel form (both measured with the same 5x5 kernel). None where it lacks either."""
-    c = min(_PROFILED_CHANNELS, key=lambda p: abs(p - channels))
-    direct_op, parallel_op = f"depthwise_conv_c{c}", f"channel_parallel_conv_c{c}"
-    if direct_op not in profile.ops or parallel_op not in profile.ops:
+    direct_op = profile.nearest("depthwise_conv_c", channels, also="channel_parallel_conv_c")
+    if direct_op is None:
         return None
+    parallel_op = direct_op.replace("depthwise", "channel_parallel")
     direct = profile.ms(direct_op, elements)
     parallel = profile.ms(parallel_op, elements)
     return {"direct_ms": round(direct, 4), "channel_parallel_ms": round(parallel, 4)}

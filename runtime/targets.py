@@ -28,7 +28,12 @@ TARGETS: dict[str, Target] = {
             "tvm-llvm",
             doc="this machine's CPU through TVM Relax (llvm, native mcpu)",
             profile="cpu",
-            substitutions=("split_reduce", "separable_filters", "channel_parallel_filters"),
+            substitutions=(
+                "neighbour_differences",
+                "split_reduce",
+                "separable_filters",
+                "channel_parallel_filters",
+            ),
         ),
         Target(
             "reference", "onnxruntime", doc="onnxruntime fp32 on the front end's graph: the oracle"

@@ -1,0 +1,174 @@
+"""Neighbour comparisons written with shifted slices -> the convolution-mask form (GDPNPU's
+technique 1 on TF graphs; gdp.from_te is the same for TE).
+
+Users write "compare each pixel with its neighbour" as `x[1:] - x[:-1] > k`: two Slices of one
+image, a Sub (or Add, each side maybe scaled by a constant), then a compare. The difference is a
+depthwise convolution with a two-tap kernel over the window both slices cover; on an NPU the
+convolution runs on the matrix unit while the slices and the subtraction are scalar address
+work. The rewrite makes that substitution where the target's cost profile prices the
+convolution below the elementwise form, and logs where it weighed it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import onnx_ir.passes.common
+from gdp.rewrites.profiles import CostProfile
+
+
+def _const(value: ir.Value | None) -> np.ndarray | None:
+    if value is None:
+        return None
+    tensor = ir.convenience.get_const_tensor(value)
+    return None if tensor is None else tensor.numpy()
+
+
+def _term(value: ir.Value) -> tuple[float, ir.Node] | None:
+    """(weight, Slice node) of `w * slice`, `slice * w` or `slice`."""
+    node = value.producer()
+    if node is None:
+        return None
+    if node.op_type == "Slice":
+        return 1.0, node
+    if node.op_type == "Mul":
+        for scale, other in ((node.inputs[0], node.inputs[1]), (node.inputs[1], node.inputs[0])):
+            weight = _const(scale)
+            inner = other.producer() if other is not None else None
+            scalar = weight is not None and weight.size == 1
+            if scalar and inner is not None and inner.op_type == "Slice":
+                return float(weight.ravel()[0]), inner
+    return None
+
+
+def _window(node: ir.Node, shape: list[int]) -> list[tuple[int, int]] | None:
+    """Per axis (start, length) of a unit-step static Slice, or None."""
+    starts, ends = _const(node.inputs[1]), _const(node.inputs[2])
+    axes = _const(node.inputs[3]) if len(node.inputs) > 3 else None
+    steps = _const(node.inputs[4]) if len(node.inputs) > 4 else None
+    if starts is None or ends is None or (len(node.inputs) > 3 and node.inputs[3] and axes is None):
+        return None
+    if steps is not None and np.any(steps != 1):
+        return None
+    axes = list(range(len(starts))) if axes is None else [int(a) % len(shape) for a in axes]
+    window = [(0, d) for d in shape]
+    for axis, start, end in zip(axes, starts, ends, strict=True):
+        size = shape[axis]
+        start = int(start) + size if start < 0 else min(int(start), size)
+        end = int(end) + size if end < 0 else min(int(end), size)
+        if end <= start:
+            return None
+        window[axis] = (start, end - start)
+    return window
+
+
+def conv_costs(profile: CostProfile, channels: int, taps: int, elements: int) -> dict | None:
+    """The profile's times for the elementwise form and for a depthwise conv of `taps` taps
+    (measured with 5x5, scaled), at the measured channel count nearest `channels`."""
+    conv_op = profile.nearest("depthwise_conv_c", channels)
+    if conv_op is None or "add" not in profile.ops:
+        return None
+    conv = profile.ms(conv_op, elements) * taps / 25
+    elementwise = profile.ms("add", elements)
+    return {"elementwise_ms": round(elementwise, 4), "conv_ms": round(conv, 4)}
+
+
+def neighbour_differences(
+    model: onnx.ModelProto, profile: CostProfile | None, force: bool = False
+) -> tuple[onnx.ModelProto, list[dict]]:
+    """w1 * x[window1] -/+ w2 * x[window2] (two unit-step Slices of one HW or HWC image, equal
+    extents, offset along H and W only) -> a depthwise Conv with taps w1 and -/+w2 over the
+    window both cover. Equal, up to float rounding of the two-term sum, for any image."""
+    if profile is None and not force:
+        return model, []
+    graph = ir.serde.deserialize_model(model)
+    log: list[dict] = []
+    changed = False
+    for node in list(ir.traversal.RecursiveGraphIterator(graph.graph)):
+        if node.op_type not in ("Sub", "Add") or node.domain not in ("", "ai.onnx"):
+            continue
+        terms = [_term(v) for v in node.inputs]
+        if any(t is None for t in terms):
+            continue
+        (w1, s1), (w2, s2) = terms
+        source = s1.inputs[0]
+        if source is not s2.inputs[0] or source.shape is None or not source.shape.is_static():
+            continue
+        shape = [int(d) for d in source.shape]
+        if len(shape) not in (2, 3) or source.dtype != ir.DataType.FLOAT:
+            continue
+        win1, win2 = _window(s1, shape), _window(s2, shape)
+        if win1 is None or win2 is None or [n for _, n in win1] != [n for _, n in win2]:
+            continue
+        if len(shape) == 3 and (win1[2] != (0, shape[2]) or win2[2] != (0, shape[2])):
+            continue  # a shift across channels is not a depthwise filter
+        if node.op_type == "Sub":
+            w2 = -w2
+        channels = shape[2] if len(shape) == 3 else 1
+        elements = int(np.prod([n for _, n in win1]))
+        entry = {"rule": "neighbour_differences", "where": node.name}
+        costs = conv_costs(profile, channels, 2, elements) if profile else None
+        if force:
+            applied = True
+        elif costs is None:
+            applied = False
+            entry["why"] = f"the {profile.target} profile does not time both forms"
+        else:
+            applied = costs["conv_ms"] < costs["elementwise_ms"]
+        log.append({**entry, "applied": applied, "costs": costs})
+        if applied:
+            _replace(node, source, shape, win1, win2, w1, w2)
+            changed = True
+    if not changed:
+        return model, log
+    ir.passes.common.RemoveUnusedNodesPass()(graph)
+    return ir.serde.serialize_model(graph), log
+
+
+def _replace(node, source, shape, win1, win2, w1: float, w2: float) -> None:
+    channels = shape[2] if len(shape) == 3 else 1
+    low = [min(a[0], b[0]) for a, b in zip(win1[:2], win2[:2], strict=True)]
+    span = [abs(a[0] - b[0]) + 1 for a, b in zip(win1[:2], win2[:2], strict=True)]
+    kernel = np.zeros((channels, 1, *span), np.float32)
+    kernel[:, 0, win1[0][0] - low[0], win1[1][0] - low[1]] += w1
+    kernel[:, 0, win2[0][0] - low[0], win2[1][0] - low[1]] += w2
+
+    def const(what: str, array: np.ndarray) -> ir.Value:
+        value = ir.Value(name=f"{node.name}_{what}", const_value=ir.tensor(array))
+        node.graph.register_initializer(value)
+        return value
+
+    ends = [low[i] + win1[i][1] + span[i] - 1 for i in range(2)]
+    window = ir.node(
+        "Slice",
+        [
+            source,
+            const("window_starts", np.array(low, np.int64)),
+            const("window_ends", np.array(ends, np.int64)),
+            const("window_axes", np.array([0, 1], np.int64)),
+        ],
+    )
+    perm = [2, 0, 1] if len(shape) == 3 else None
+    new = [window]
+    chw = window
+    if perm:
+        chw = ir.node("Transpose", [window.outputs[0]], attributes={"perm": perm})
+        new.append(chw)
+    lead = [0] if perm else [0, 1]
+    nchw = ir.node("Unsqueeze", [chw.outputs[0], const("lead_axes", np.array(lead, np.int64))])
+    conv = ir.node(
+        "Conv",
+        [nchw.outputs[0], const("taps", kernel)],
+        attributes={"group": channels},
+        name=f"{node.name}_as_conv",
+    )
+    squeezed = ir.node("Squeeze", [conv.outputs[0], const("drop_axes", np.array(lead, np.int64))])
+    new += [nchw, conv, squeezed]
+    last = squeezed
+    if perm:
+        last = ir.node("Transpose", [squeezed.outputs[0]], attributes={"perm": [1, 2, 0]})
+        new.append(last)
+    ir.convenience.replace_nodes_and_values(
+        node.graph, node, [node], new, node.outputs, last.outputs
+    )
