@@ -22,6 +22,7 @@ from onnx import TensorProto, helper, numpy_helper
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gdp.rewrites import profiles  # noqa: E402
+from gdp.rewrites.control_flow import neighbour_differences  # noqa: E402
 from gdp.rewrites.substitute import (  # noqa: E402
     channel_parallel_filters,
     separable_filters,
@@ -64,11 +65,42 @@ def _gaussian(channels: int) -> onnx.ModelProto:
     )
 
 
+def _vertical_difference() -> onnx.ModelProto:
+    """x[1:] - x[:-1] on a 1080p gray image, as tf2onnx writes it."""
+    h, w = 1080, 1920
+
+    def const(name, values):
+        return numpy_helper.from_array(np.array(values, np.int64), name)
+
+    nodes = [
+        helper.make_node("Slice", ["x", "s1", "e1", "ax"], ["below"]),
+        helper.make_node("Slice", ["x", "s2", "e2", "ax"], ["above"]),
+        helper.make_node("Sub", ["below", "above"], ["z"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "difference",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [h, w])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [h - 1, w])],
+        [
+            const("s1", [1]),
+            const("e1", [h]),
+            const("s2", [0]),
+            const("e2", [h - 1]),
+            const("ax", [0]),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = IR_VERSION
+    return model
+
+
 def cases() -> list[tuple[str, onnx.ModelProto, object, tuple]]:
     """(name, graph, rewrite, input shape)."""
     rgb = [1080, 1920, 3]
     axes = numpy_helper.from_array(np.array([0, 1], np.int64), "axes")
     return [
+        ("x[1:] - x[:-1], 1080p gray", _vertical_difference(), neighbour_differences, (1080, 1920)),
         (
             "ReduceMax per channel, 1080p RGB",
             _model(
