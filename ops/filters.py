@@ -135,8 +135,9 @@ def gaussian_blur(
     sigma_y: float = 0.0,
     border: int = B.BORDER_REFLECT_101,
 ) -> tf.Tensor:
-    """cv::GaussianBlur. uint8: OpenCV's bit-exact fixed point (8-bit kernels, exact int32
-    sums, (v + 2^15) >> 16). Floats: float64 kernels rounded to the image's type."""
+    """cv::GaussianBlur. uint8 and uint16: OpenCV's bit-exact fixed point (8-bit kernels and
+    (v + 2^15) >> 16; 16-bit kernels and (v + 2^31) >> 32). Floats: float64 kernels rounded to
+    the image's type."""
     kw, kh = ksize
     sigma_y = sigma_y if sigma_y > 0 else sigma_x
     if kw <= 0:
@@ -148,6 +149,13 @@ def gaussian_blur(
         ky = gaussian_kernel_fixed(kh, sigma_y).astype(np.int32)
         total = sep_filter(tf.cast(image, tf.int32), kx, ky, border=border)
         return tf.cast(tf.bitwise.right_shift(total + (1 << 15), 16), tf.uint8)
+    if image.dtype == tf.uint16:
+        # OpenCV's ufixedpoint32 path: 16-bit kernels, exact sums (a row sum is below 2^32,
+        # a column sum below 2^48: int64 holds both), one rounding (v + 2^31) >> 32.
+        kx = gaussian_kernel_fixed(kw, sigma_x, 16)
+        ky = gaussian_kernel_fixed(kh, sigma_y, 16)
+        total = sep_filter(tf.cast(image, tf.int64), kx, ky, border=border)
+        return tf.cast(tf.bitwise.right_shift(total + (1 << 31), 32), tf.uint16)
     np_dtype = image.dtype.as_numpy_dtype
     kx = gaussian_kernel(kw, sigma_x).astype(np_dtype)
     ky = gaussian_kernel(kh, sigma_y).astype(np_dtype)

@@ -106,8 +106,8 @@ def GaussianBlur(  # noqa: N802
     if (kw == 0 and sigmaX <= 0) or (kh == 0 and max(sigmaY, sigmaX) <= 0):
         raise common.error("createGaussianKernels", "ksize is 0 and sigma is not positive")
     border = _border("GaussianBlur", borderType)
-    if common.dtype_of(src) not in (np.uint8, np.float32, np.float64):
-        reason = f"{src.dtype} is not accelerated (uint8, float32, float64 are)"
+    if common.dtype_of(src) not in (np.uint8, np.uint16, np.float32, np.float64):
+        reason = f"{src.dtype} is not accelerated (uint8, uint16, float32, float64 are)"
         return common.opencv(
             "GaussianBlur",
             reason,

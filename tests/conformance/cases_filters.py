@@ -47,7 +47,9 @@ def _per_image(function, dtype, border, size, params, call, channels=3, toleranc
 def cases() -> list[Case]:
     out: list[Case] = []
     # GaussianBlur: kernel sizes x sigma (derived and explicit), every border, sizes, dtypes.
-    for dtype, k, sigma in itertools.product(("uint8", "float32"), (1, 3, 5, 7), (0.0, 1.3)):
+    for dtype, k, sigma in itertools.product(
+        ("uint8", "uint16", "float32"), (1, 3, 5, 7), (0.0, 1.3)
+    ):
         if k == 1 and sigma == 0:
             continue
 
@@ -56,7 +58,7 @@ def cases() -> list[Case]:
 
         out += _per_image("GaussianBlur", dtype, "REFLECT_101", "odd", f"k{k} s{sigma}", call)
     for (name, border), dtype, size in itertools.product(
-        BORDERS.items(), ("uint8", "float32"), SIZE_CLASSES
+        BORDERS.items(), ("uint8", "uint16", "float32"), SIZE_CLASSES
     ):
 
         def call(m, x, border=border):
@@ -71,6 +73,17 @@ def cases() -> list[Case]:
         "k0 s2.0 (size from sigma)",
         lambda m, x: m.GaussianBlur(x, (0, 0), 2.0),
     )
+    for dtype in ("uint16", "uint8"):
+        out += _per_image(
+            "GaussianBlur",
+            dtype,
+            "REFLECT_101",
+            "1080p" if dtype == "uint8" else "photo",
+            "k0 s2.0 (size from sigma)" if dtype == "uint16" else "k5 s0 full HD",
+            (lambda m, x: m.GaussianBlur(x, (0, 0), 2.0))
+            if dtype == "uint16"
+            else (lambda m, x: m.GaussianBlur(x, (5, 5), 0)),
+        )
     # Box filters.
     for (name, border), dtype in itertools.product(BORDERS.items(), ("uint8", "float32")):
         out += _per_image(
