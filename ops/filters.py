@@ -249,3 +249,24 @@ def median_u8(image: tf.Tensor, ksize: int) -> tf.Tensor:
             below = term if below is None else below + term
         median = tf.where(below <= half, candidate, median)
     return tf.cast(median, tf.uint8)
+
+
+def canny_gradients(gray: tf.Tensor, aperture: int) -> tuple[tf.Tensor, tf.Tensor]:
+    """(dx, dy) as cv2.Canny computes them (int32 holding int16 values): Sobel of `aperture`
+    (3, 5 or 7) to CV_16S with BORDER_REPLICATE; for 7 OpenCV scales by 1/16 (so that the
+    sums fit int16), rounding half to even, and divides the thresholds by 16 to match."""
+    from gdp.ops import image as ops_image
+
+    gray = tf.cast(gray, tf.int32)
+    if aperture == 3:
+        return ops_image.sobel_3x3(gray)
+    smooth, diff = deriv_kernel(0, aperture), deriv_kernel(1, aperture)
+    out = []
+    for kx, ky in ((diff, smooth), (smooth, diff)):
+        total = sep_filter(
+            gray, kx.astype(np.int32), ky.astype(np.int32), border=B.BORDER_REPLICATE
+        )
+        if aperture == 7:  # sums up to 163200: exact in float32, and so is / 16
+            total = tf.cast(tf.round(tf.cast(total, tf.float32) / 16.0), tf.int32)
+        out.append(tf.clip_by_value(total, -32768, 32767))
+    return out[0], out[1]

@@ -552,10 +552,8 @@ def morphologyEx(
     return engine.call("morphologyEx", _morph_ex, [src], dict(params, op=int(op)), dst)
 
 
-def _canny_prepare(gray, low, high, l2):
-    import tensorflow as tf
-
-    dx, dy = ops_image.sobel_3x3(tf.cast(gray, tf.int32))
+def _canny_prepare(gray, low, high, l2, aperture):
+    dx, dy = F.canny_gradients(gray, aperture)
     return ops_image.canny_candidates(dx, dy, low, high, l2)
 
 
@@ -572,10 +570,10 @@ def Canny(image, threshold1, threshold2, edges=None, apertureSize=3, L2gradient=
         )
     if common.dtype_of(image) != np.uint8:
         raise common.error("Canny", "_src.depth() == CV_8U")
-    if image.ndim != 2 or apertureSize != 3:
+    if image.ndim != 2:
         return common.opencv(
             "Canny",
-            "only single-channel images with apertureSize 3 are accelerated",
+            "only single-channel images are accelerated",
             image,
             threshold1,
             threshold2,
@@ -583,8 +581,10 @@ def Canny(image, threshold1, threshold2, edges=None, apertureSize=3, L2gradient=
             apertureSize=apertureSize,
             L2gradient=L2gradient,
         )
-    low, high = ops_image.canny_thresholds(threshold1, threshold2, bool(L2gradient))
-    params = dict(low=low, high=high, l2=bool(L2gradient))
+    # Aperture 7's gradients are scaled by 1/16 (see canny_gradients), its thresholds too.
+    scale = 16.0 if apertureSize == 7 else 1.0
+    low, high = ops_image.canny_thresholds(threshold1 / scale, threshold2 / scale, bool(L2gradient))
+    params = dict(low=low, high=high, l2=bool(L2gradient), aperture=int(apertureSize))
     if engine.is_graph_call(image):
         raise common.error(
             "Canny",

@@ -187,16 +187,30 @@ def cases() -> list[Case]:
                 x, getattr(real, f"MORPH_{op}"), np.ones((3, 3), np.uint8)
             ),
         )
-    # Canny on photos, L1 and L2.
-    for l2 in (False, True):
+    # Canny, L1 and L2, every aperture (7's thresholds are in its 16x larger gradient units).
+    thresholds = {3: (50, 150), 5: (200, 600), 7: (1500, 4500)}
+    for l2, aperture, size in itertools.product((False, True), (3, 5, 7), ("photo", "odd")):
+        low, high = thresholds[aperture]
         out += _per_image(
             "Canny",
             "uint8",
             "REPLICATE",
-            "photo",
-            f"50/150 L2={l2}",
-            lambda m, x, l2=l2: m.Canny(x, 50, 150, L2gradient=l2),
+            size,
+            f"{low}/{high} aperture {aperture} L2={l2}",
+            lambda m, x, l2=l2, a=aperture, lo=low, hi=high: m.Canny(
+                x, lo, hi, apertureSize=a, L2gradient=l2
+            ),
             channels=1,
             tolerance=CANNY,
         )
+    out += _per_image(
+        "Canny",
+        "uint8",
+        "REPLICATE",
+        "1080p",
+        "50/150 aperture 3",
+        lambda m, x: m.Canny(x, 50, 150),
+        channels=1,
+        tolerance=CANNY,
+    )
     return out
