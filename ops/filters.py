@@ -155,7 +155,9 @@ def gaussian_blur(
         kx = gaussian_kernel_fixed(kw, sigma_x, 16)
         ky = gaussian_kernel_fixed(kh, sigma_y, 16)
         total = sep_filter(tf.cast(image, tf.int64), kx, ky, border=border)
-        return tf.cast(tf.bitwise.right_shift(total + (1 << 31), 32), tf.uint16)
+        # (v + 2^31) >> 32 as a floor division: the sums are non-negative, and tf2onnx cannot
+        # convert a right shift of int64.
+        return tf.cast(tf.math.floordiv(total + (1 << 31), 1 << 32), tf.uint16)
     np_dtype = image.dtype.as_numpy_dtype
     kx = gaussian_kernel(kw, sigma_x).astype(np_dtype)
     ky = gaussian_kernel(kh, sigma_y).astype(np_dtype)

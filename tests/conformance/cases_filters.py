@@ -187,6 +187,26 @@ def cases() -> list[Case]:
                 x, getattr(real, f"MORPH_{op}"), np.ones((3, 3), np.uint8)
             ),
         )
+    # 16-bit images through every linear and morphological filter that takes them.
+    ones = np.ones((3, 3), np.uint8)
+    laplace = np.array([[0, 1, 0], [1, -4, 1], [0, 1, 0]], np.float32)
+    binomial = np.array([1, 2, 1], np.float32) / 4
+    sixteen = {
+        "blur": ("(3,5)", lambda m, x: m.blur(x, (3, 5))),
+        "boxFilter": (
+            "-1 (5,3) unnormalized",
+            lambda m, x: m.boxFilter(x, -1, (5, 3), normalize=False),
+        ),
+        "filter2D": ("-1 laplace", lambda m, x: m.filter2D(x, -1, laplace)),
+        "sepFilter2D": ("-1 binomial", lambda m, x: m.sepFilter2D(x, -1, binomial, binomial)),
+        "Sobel": ("CV_32F dx", lambda m, x: m.Sobel(x, real.CV_32F, 1, 0)),
+        "Laplacian": ("CV_32F", lambda m, x: m.Laplacian(x, real.CV_32F)),
+        "erode": ("3x3", lambda m, x: m.erode(x, ones)),
+        "dilate": ("3x3", lambda m, x: m.dilate(x, ones)),
+        "morphologyEx": ("GRADIENT 3x3", lambda m, x: m.morphologyEx(x, real.MORPH_GRADIENT, ones)),
+    }
+    for dtype, (name, (params, call)) in itertools.product(("uint16", "int16"), sixteen.items()):
+        out += _per_image(name, dtype, "REFLECT_101", "odd", params, call)
     # Canny, L1 and L2, every aperture (7's thresholds are in its 16x larger gradient units).
     thresholds = {3: (50, 150), 5: (200, 600), 7: (1500, 4500)}
     for l2, aperture, size in itertools.product((False, True), (3, 5, 7), ("photo", "odd")):
