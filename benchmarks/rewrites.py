@@ -177,9 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         costs = decision.get("costs") or {}
         predicted = ", ".join(f"{v:.2f}" for k, v in costs.items() if k.endswith("_ms"))
         rows.append(
-            f"| {name} | {decision['rule']} | {b.median * 1e3:.2f} ({min(b.seconds) * 1e3:.2f}-"
-            f"{max(b.seconds) * 1e3:.2f}) | {a.median * 1e3:.2f} ({min(a.seconds) * 1e3:.2f}-"
-            f"{max(a.seconds) * 1e3:.2f}) | {b.median / a.median:.2f}x | {predicted or '-'} |"
+            f"| {name} | {decision['rule']} | {b.cell()} | {a.cell()} |"
+            f" {b.median / a.median:.2f}x | {predicted or '-'} |"
             f" {'applied' if decision['applied'] else 'left alone'} |"
             f" {'yes' if decision['applied'] == faster else 'NO'} |"
         )

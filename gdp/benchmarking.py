@@ -18,6 +18,11 @@ class Timing:
     def median(self) -> float:
         return statistics.median(self.seconds)
 
+    def cell(self) -> str:
+        """'median (min-max)' in ms, as the tables show a timing."""
+        ms = [s * 1e3 for s in (self.median, min(self.seconds), max(self.seconds))]
+        return f"{ms[0]:.2f} ({ms[1]:.2f}-{ms[2]:.2f})"
+
 
 def compare(
     peers: dict[str, Callable[[], object]], runs: int = 30, warmup: int = 3

@@ -16,6 +16,7 @@ import onnx
 import onnx_ir as ir
 import onnx_ir.passes.common
 from gdp.rewrites.profiles import CostProfile
+from gdp.rewrites.substitute import decide
 
 
 def _const(value: ir.Value | None) -> np.ndarray | None:
@@ -109,13 +110,7 @@ def neighbour_differences(
         elements = int(np.prod([n for _, n in win1]))
         entry = {"rule": "neighbour_differences", "where": node.name}
         costs = conv_costs(profile, channels, 2, elements) if profile else None
-        if force:
-            applied = True
-        elif costs is None:
-            applied = False
-            entry["why"] = f"the {profile.target} profile does not time both forms"
-        else:
-            applied = costs["conv_ms"] < costs["elementwise_ms"]
+        applied = decide(entry, costs, profile, force, "conv_ms", "elementwise_ms")
         log.append({**entry, "applied": applied, "costs": costs})
         if applied:
             _replace(node, source, shape, win1, win2, w1, w2)

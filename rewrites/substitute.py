@@ -26,6 +26,26 @@ _COMBINE = {
 }
 
 
+def decide(
+    entry: dict, costs: dict | None, profile: CostProfile | None, force: bool, new: str, old: str
+) -> bool:
+    """Whether a measured substitution applies: always when forced (calibration), never where
+    the profile lacks a form (entry says why: gdp does not guess), else where the rewritten
+    form's cost `costs[new]` is below the original's `costs[old]`."""
+    if force:
+        return True
+    if costs is None:
+        entry["why"] = f"the {profile.target} profile does not time both forms"
+        return False
+    return costs[new] < costs[old]
+
+
+def _unit_steps(node: ir.Node) -> bool:
+    """A Conv with strides and dilations of 1 and explicit pads: a filter at every pixel."""
+    unit = all(node.attributes.get_ints(a, [1, 1]) == [1, 1] for a in ("strides", "dilations"))
+    return unit and node.attributes.get_string("auto_pad", "NOTSET") in ("NOTSET", "")
+
+
 def _reduced_axes(node: ir.Node, rank: int) -> list[int] | None:
     """The axes a reduction reduces (attribute before opset 18, input after; ReduceSum's is an
     input since 13), or None where they are not constant."""
@@ -92,13 +112,7 @@ def split_reduce(
             log.append({**entry, "applied": False, "why": f"axis {axis} ({shape[axis]}) odd"})
             continue
         costs = split_costs(profile, node.op_type, elements, slices) if profile else None
-        if force:
-            applied = True
-        elif costs is None:
-            applied = False
-            entry["why"] = f"the {profile.target} profile does not time both forms"
-        else:
-            applied = costs["split_ms"] < costs["direct_ms"]
+        applied = decide(entry, costs, profile, force, "split_ms", "direct_ms")
         log.append({**entry, "applied": applied, "costs": costs})
         if not applied:
             continue
@@ -172,9 +186,7 @@ def separable_filters(
         kernels = weight.numpy()
         channels = int(data.shape[1])
         group = node.attributes.get_int("group", 1)
-        plain = all(
-            node.attributes.get_ints(a, [1, 1]) == [1, 1] for a in ("strides", "dilations")
-        ) and node.attributes.get_string("auto_pad", "NOTSET") in ("NOTSET", "")
+        plain = _unit_steps(node)
         depthwise = kernels.ndim == 4 and kernels.shape[:2] == (channels, 1) and group == channels
         kh, kw = kernels.shape[2:] if kernels.ndim == 4 else (0, 0)
         if not (plain and depthwise and kh > 1 and kw > 1):
@@ -188,13 +200,7 @@ def separable_filters(
         if profile is not None:
             elements = int(np.prod([int(d) for d in data.shape]))
             costs = separable_costs(profile, channels, kh, kw, elements)
-        if force:
-            applied = True
-        elif costs is None:
-            applied = False
-            entry["why"] = f"the {profile.target} profile does not time both forms"
-        else:
-            applied = costs["separable_ms"] < costs["direct_ms"]
+        applied = decide(entry, costs, profile, force, "separable_ms", "direct_ms")
         log.append({**entry, "applied": applied, "costs": costs})
         if not applied:
             continue
@@ -268,9 +274,7 @@ def channel_parallel_filters(
         n, channels, height, width = (int(d) for d in data.shape)
         kernels = weight.numpy()
         group = node.attributes.get_int("group", 1)
-        plain = all(
-            node.attributes.get_ints(a, [1, 1]) == [1, 1] for a in ("strides", "dilations")
-        ) and node.attributes.get_string("auto_pad", "NOTSET") in ("NOTSET", "")
+        plain = _unit_steps(node)
         if not (
             plain
             and n == 1
@@ -290,13 +294,7 @@ def channel_parallel_filters(
         costs = None
         if profile is not None:
             costs = channel_parallel_costs(profile, channels, n * channels * height * width)
-        if force:
-            applied = True
-        elif costs is None:
-            applied = False
-            entry["why"] = f"the {profile.target} profile does not time both forms"
-        else:
-            applied = costs["channel_parallel_ms"] < costs["direct_ms"]
+        applied = decide(entry, costs, profile, force, "channel_parallel_ms", "direct_ms")
         log.append({**entry, "applied": applied, "strips": strips, "costs": costs})
         if not applied:
             continue
