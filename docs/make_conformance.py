@@ -69,8 +69,8 @@ def main() -> None:
         f"{' --core' if args.core else ''}` against OpenCV {cv2.__version__} on"
         f" {platform.machine()} ({elapsed:.0f} s). Each row is one call through `gdp.cv2` and"
         " the same call in OpenCV on the same image; the tolerance is the one OpenCV's own tests"
-        " use (integers exact, GaussianBlur 8U and 16U bit-exact, floats relative 1e-5, resize and warps"
-        " 1e-3 or 1 LSB, Canny at most 1% of the edge pixels).",
+        " use (integers exact, GaussianBlur 8U and 16U bit-exact, floats relative 1e-5, resize"
+        " and warps 1e-3 or 1 LSB, Canny at most 1% of the edge pixels).",
         "",
         f"**{passed} of {len(cases)} cases pass.**",
         "",
