@@ -253,6 +253,69 @@ def median_u8(image: tf.Tensor, ksize: int) -> tf.Tensor:
     return tf.cast(median, tf.uint8)
 
 
+def _batcher_pairs(lo: int, hi: int):
+    """Batcher's odd-even merge sort on wires lo..hi (inclusive, a power of two of them):
+    comparators (i, j) that leave the smaller value on i."""
+
+    def merge(lo: int, hi: int, r: int):
+        step = r * 2
+        if step < hi - lo:
+            yield from merge(lo, hi, step)
+            yield from merge(lo + r, hi, step)
+            yield from ((i, i + r) for i in range(lo + r, hi - r, step))
+        else:
+            yield (lo, lo + r)
+
+    if hi - lo >= 1:
+        mid = lo + (hi - lo) // 2
+        yield from _batcher_pairs(lo, mid)
+        yield from _batcher_pairs(mid + 1, hi)
+        yield from merge(lo, hi, 1)
+
+
+def median_select(values: list[tf.Tensor]) -> tf.Tensor:
+    """The elementwise median of an odd number of tensors, exact for any dtype: a sorting
+    network of min/max, pruned to the ops the middle wire depends on (9 inputs: 40
+    min/max, 25 inputs: 202). Wires past the inputs hold +inf symbolically and resolve at
+    trace time."""
+    n = 1 << (len(values) - 1).bit_length()
+    # A wire is ("in", k), ("inf",) or ("min"|"max", a, b) over earlier wires: a DAG, emitted
+    # lazily from the median wire so that only what it needs becomes graph ops.
+    wires: list[tuple] = [("in", k) for k in range(len(values))] + [("inf",)] * (n - len(values))
+    for i, j in _batcher_pairs(0, n - 1):
+        a, b = wires[i], wires[j]
+        if b == ("inf",):
+            continue
+        if a == ("inf",):
+            wires[i], wires[j] = b, a
+            continue
+        wires[i], wires[j] = ("min", a, b), ("max", a, b)
+    built: dict[tuple, tf.Tensor] = {}
+
+    def emit(wire: tuple) -> tf.Tensor:
+        if wire not in built:
+            if wire[0] == "in":
+                built[wire] = values[wire[1]]
+            else:
+                op = tf.minimum if wire[0] == "min" else tf.maximum
+                built[wire] = op(emit(wire[1]), emit(wire[2]))
+        return built[wire]
+
+    return emit(wires[len(values) // 2])
+
+
+def median(image: tf.Tensor, ksize: int) -> tf.Tensor:
+    """cv::medianBlur (BORDER_REPLICATE, as OpenCV) of any dtype by a sorting network over the
+    ksize x ksize shifted views; 16-bit integers are sorted as int32 (ONNX runtimes have no
+    16-bit Min/Max)."""
+    r = ksize // 2
+    h, w = image.shape[0], image.shape[1]
+    work = tf.int32 if image.dtype in (tf.uint16, tf.int16) else image.dtype
+    padded = tf.cast(B.pad(image, r, r, r, r, B.BORDER_REPLICATE), work)
+    views = [padded[dy : dy + h, dx : dx + w] for dy in range(ksize) for dx in range(ksize)]
+    return tf.cast(median_select(views), image.dtype)
+
+
 def canny_gradients(gray: tf.Tensor, aperture: int) -> tuple[tf.Tensor, tf.Tensor]:
     """(dx, dy) as cv2.Canny computes them (int32 holding int16 values): Sobel of `aperture`
     (3, 5 or 7) to CV_16S with BORDER_REPLICATE; for 7 OpenCV scales by 1/16 (so that the
@@ -272,3 +335,19 @@ def canny_gradients(gray: tf.Tensor, aperture: int) -> tuple[tf.Tensor, tf.Tenso
             total = tf.cast(tf.round(tf.cast(total, tf.float32) / 16.0), tf.int32)
         out.append(tf.clip_by_value(total, -32768, 32767))
     return out[0], out[1]
+
+
+def canny_gradients_color(image: tf.Tensor, aperture: int, l2_gradient: bool):
+    """cv2.Canny's gradients of a multi-channel image: each channel's Sobel, and at each pixel
+    the (dx, dy) of the channel with the largest magnitude (the first such channel on ties, as
+    canny.cpp's strict `>` picks it)."""
+    best = None
+    for c in range(image.shape[2]):
+        dx, dy = canny_gradients(image[:, :, c], aperture)
+        mag = dx * dx + dy * dy if l2_gradient else tf.abs(dx) + tf.abs(dy)
+        if best is None:
+            best = (mag, dx, dy)
+            continue
+        take = mag > best[0]
+        best = tuple(tf.where(take, new, old) for new, old in zip((mag, dx, dy), best, strict=True))
+    return best[1], best[2]

@@ -37,14 +37,19 @@ def axis_taps(src: int, dst: int, scale: float, method: int) -> tuple[np.ndarray
     if method == INTER_NEAREST:
         idx = [min(int(math.floor(d * scale)), src - 1) for d in range(dst)]
         return np.array(idx)[:, None], np.ones((dst, 1))
-    taps = 2 if method == INTER_LINEAR else 4
+    taps = 4 if method == INTER_CUBIC else 2
     indices = np.zeros((dst, taps), np.int64)
     weights = np.zeros((dst, taps))
     for d in range(dst):
-        f = np.float32((d + 0.5) * scale - 0.5)  # OpenCV computes the position in float
-        s = int(math.floor(f))
-        f = float(f) - s
-        if method == INTER_LINEAR:
+        if method == INTER_AREA:  # enlarging by "area": linear taps with area coefficients
+            s = int(math.floor(d * scale))
+            f = float(np.float32((d + 1) - (s + 1) / scale))
+            f = 0.0 if f <= 0 else f - math.floor(f)
+        else:
+            f = np.float32((d + 0.5) * scale - 0.5)  # OpenCV computes the position in float
+            s = int(math.floor(f))
+            f = float(f) - s
+        if method in (INTER_LINEAR, INTER_AREA):
             if s < 0:
                 f, s = 0.0, 0
             if s >= src - 1:
@@ -55,6 +60,42 @@ def axis_taps(src: int, dst: int, scale: float, method: int) -> tuple[np.ndarray
             indices[d] = [min(max(s - 1 + k, 0), src - 1) for k in range(4)]
             weights[d] = _cubic_weights(f)
     return indices, weights
+
+
+def area_taps(src: int, dst: int, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """(indices, weights) of INTER_AREA shrinking by a non-integer `scale` (>= 1) along one
+    axis: each output pixel is the mean of the source cells its footprint covers, partial
+    cells weighted by their covered part (cv::computeResizeAreaTab, weights in float32).
+    Rows shorter than the longest are padded with zero-weight taps."""
+    rows: list[list[tuple[int, float]]] = []
+    for d in range(dst):
+        f1 = d * scale
+        f2 = f1 + scale
+        cell = min(scale, src - f1)
+        s1, s2 = math.ceil(f1), math.floor(f2)
+        s2 = min(s2, src - 1)
+        s1 = min(s1, s2)
+        row = []
+        if s1 - f1 > 1e-3:
+            row.append((s1 - 1, (s1 - f1) / cell))
+        row += [(s, 1.0 / cell) for s in range(s1, s2)]
+        if f2 - s2 > 1e-3:
+            row.append((s2, min(min(f2 - s2, 1.0), cell) / cell))
+        rows.append(row)
+    taps = max(len(row) for row in rows)
+    indices = np.zeros((dst, taps), np.int64)
+    weights = np.zeros((dst, taps), np.float32)
+    for d, row in enumerate(rows):
+        for k, (index, weight) in enumerate(row):
+            indices[d, k], weights[d, k] = index, np.float32(weight)
+    return indices, weights
+
+
+def _saturate(x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+    """cv::saturate_cast from float: round half to even and clamp for integers."""
+    if not dtype.is_integer:
+        return tf.cast(x, dtype)
+    return tf.cast(tf.clip_by_value(tf.round(x), dtype.min, dtype.max), dtype)
 
 
 def _fixed(weights: np.ndarray) -> np.ndarray:
@@ -93,8 +134,12 @@ def resize(
     """cv::resize of an HW or HWC image to (height, width); scale_* are source / destination
     (1 / fx, 1 / fy when given, else the size ratio)."""
     h, w = image.shape[0], image.shape[1]
-    if method == INTER_AREA:
-        return _area_integer(image, int(round(scale_x)), int(round(scale_y)))
+    work = tf.float64 if image.dtype == tf.float64 else tf.float32
+    if method == INTER_AREA and scale_x >= 1 and scale_y >= 1:
+        if scale_x == round(scale_x) and scale_y == round(scale_y):
+            return _area_integer(image, int(round(scale_x)), int(round(scale_y)))
+        rows, cols = area_taps(h, height, scale_y), area_taps(w, width, scale_x)
+        return _saturate(_separable(image, rows, cols, work), image.dtype)
     rows = axis_taps(h, height, scale_y, method)
     cols = axis_taps(w, width, scale_x, method)
     if method == INTER_NEAREST:
@@ -105,8 +150,7 @@ def resize(
         shift = 2 * RESIZE_COEF_BITS
         rounded = tf.bitwise.right_shift(total + (1 << (shift - 1)), shift)
         return tf.cast(tf.clip_by_value(rounded, 0, 255), tf.uint8)
-    work = tf.float64 if image.dtype == tf.float64 else tf.float32
-    return tf.cast(_separable(image, rows, cols, work), image.dtype)
+    return _saturate(_separable(image, rows, cols, work), image.dtype)
 
 
 def _area_integer(image: tf.Tensor, fx: int, fy: int) -> tf.Tensor:

@@ -407,11 +407,19 @@ def medianBlur(src, ksize, dst=None):  # noqa: N802
     src = common.image("medianBlur", src)
     if ksize <= 1 or ksize % 2 == 0:
         raise common.error("medianBlur", "(ksize % 2 == 1) && (ksize > 1)")
-    if common.dtype_of(src) != np.uint8 or ksize > 5:
+    dtype = common.dtype_of(src)
+    # OpenCV's own limits: 8U, 16U and 32F for ksize 3 and 5, 8U only above.
+    if ksize > 5 or dtype not in (np.uint8, np.uint16, np.float32):
         return common.opencv(
-            "medianBlur", "only uint8 with ksize 3 and 5 is accelerated", src, ksize, dst=dst
+            "medianBlur",
+            "only ksize 3 and 5 on uint8, uint16 and float32 are accelerated",
+            src,
+            ksize,
+            dst=dst,
         )
-    return engine.call("medianBlur", F.median_u8, [src], {"ksize": int(ksize)}, dst)
+    # uint8: a bit-by-bit median (byte compares, cheaper); other dtypes: a sorting network.
+    op = F.median_u8 if dtype == np.uint8 else F.median
+    return engine.call("medianBlur", op, [src], {"ksize": int(ksize)}, dst)
 
 
 def _morph(src, kernel, anchor, dilate, iterations, border, border_value):
@@ -552,8 +560,11 @@ def morphologyEx(
     return engine.call("morphologyEx", _morph_ex, [src], dict(params, op=int(op)), dst)
 
 
-def _canny_prepare(gray, low, high, l2, aperture):
-    dx, dy = F.canny_gradients(gray, aperture)
+def _canny_prepare(image, low, high, l2, aperture):
+    if image.shape.rank == 2:
+        dx, dy = F.canny_gradients(image, aperture)
+    else:
+        dx, dy = F.canny_gradients_color(image, aperture, l2)
     return ops_image.canny_candidates(dx, dy, low, high, l2)
 
 
@@ -570,17 +581,6 @@ def Canny(image, threshold1, threshold2, edges=None, apertureSize=3, L2gradient=
         )
     if common.dtype_of(image) != np.uint8:
         raise common.error("Canny", "_src.depth() == CV_8U")
-    if image.ndim != 2:
-        return common.opencv(
-            "Canny",
-            "only single-channel images are accelerated",
-            image,
-            threshold1,
-            threshold2,
-            edges=edges,
-            apertureSize=apertureSize,
-            L2gradient=L2gradient,
-        )
     # Aperture 7's gradients are scaled by 1/16 (see canny_gradients), its thresholds too.
     scale = 16.0 if apertureSize == 7 else 1.0
     low, high = ops_image.canny_thresholds(threshold1 / scale, threshold2 / scale, bool(L2gradient))

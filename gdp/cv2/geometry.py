@@ -105,20 +105,17 @@ def resize(src, dsize, dst=None, fx=0, fy=0, interpolation=_cv2.INTER_LINEAR):
             raise common.error("resize", "!dsize.empty()")
     method = _INTERPOLATIONS.get(int(interpolation))
     integer_scale = abs(scale_x - round(scale_x)) < 1e-12 and abs(scale_y - round(scale_y)) < 1e-12
-    # OpenCV halves by exactly 2 with the area filter even when asked for bilinear.
-    if method == ops_geometry.INTER_LINEAR and integer_scale and scale_x == 2 and scale_y == 2:
+    # OpenCV halves by exactly 2 with the area filter even when asked for bilinear (but not
+    # for 2-channel images).
+    halving = integer_scale and scale_x == 2 and scale_y == 2 and common.channels(src) != 2
+    if method == ops_geometry.INTER_LINEAR and halving:
         method = ops_geometry.INTER_AREA
     dtype = common.dtype_of(src)
-    unsupported = (
-        method is None
-        or dtype not in (np.uint8, np.float32, np.float64)
-        or (method == ops_geometry.INTER_AREA and not (integer_scale and scale_x >= 1 <= scale_y))
-    )
-    if unsupported:
+    if method is None or dtype not in (np.uint8, np.uint16, np.int16, np.float32, np.float64):
         return common.opencv(
             "resize",
-            "this interpolation, scale or dtype is not accelerated (nearest, linear,"
-            " cubic, and area by integer factors on uint8/float are)",
+            "this interpolation or dtype is not accelerated (nearest, linear, cubic and area"
+            " on uint8, uint16, int16, float32 and float64 are)",
             src,
             dsize,
             dst=dst,

@@ -162,10 +162,15 @@ def cases() -> list[Case]:
             channels=1,
         )
     # Median and morphology.
-    for k, size in itertools.product((3, 5), ("tiny", "odd")):
+    for dtype, k, size in itertools.product(
+        ("uint8", "uint16", "float32"), (3, 5), ("tiny", "odd", "photo")
+    ):
         out += _per_image(
-            "medianBlur", "uint8", "REPLICATE", size, f"k{k}", lambda m, x, k=k: m.medianBlur(x, k)
+            "medianBlur", dtype, "REPLICATE", size, f"k{k}", lambda m, x, k=k: m.medianBlur(x, k)
         )
+    out += _per_image(
+        "medianBlur", "uint16", "REPLICATE", "1080p", "k5", lambda m, x: m.medianBlur(x, 5)
+    )
     ellipse = real.getStructuringElement(real.MORPH_ELLIPSE, (5, 5))
     for fn, dtype in itertools.product(("erode", "dilate"), ("uint8", "float32")):
         out += _per_image(
@@ -221,6 +226,20 @@ def cases() -> list[Case]:
                 x, lo, hi, apertureSize=a, L2gradient=l2
             ),
             channels=1,
+            tolerance=CANNY,
+        )
+    # Colour Canny: per pixel, the gradient of the channel with the largest magnitude.
+    for l2, aperture in itertools.product((False, True), (3, 5)):
+        low, high = thresholds[aperture]
+        out += _per_image(
+            "Canny",
+            "uint8",
+            "REPLICATE",
+            "photo",
+            f"{low}/{high} aperture {aperture} L2={l2} colour",
+            lambda m, x, l2=l2, a=aperture, lo=low, hi=high: m.Canny(
+                x, lo, hi, apertureSize=a, L2gradient=l2
+            ),
             tolerance=CANNY,
         )
     out += _per_image(

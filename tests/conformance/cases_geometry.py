@@ -50,12 +50,14 @@ def cases() -> list[Case]:
             "rotate", "uint8", "-", "odd", f"code {code}", lambda m, x, c=code: m.rotate(x, c)
         )
     # resize: every interpolation, down and up, uint8 (<= 1 LSB) and float32 (rel 1e-3).
+    # (160x120 -> 40x30 is an integer factor, 64x48 a fractional one, 321x133 enlarges x and
+    # shrinks y, 200x150 enlarges both.)
     for (name, interp), dtype, dsize in itertools.product(
-        INTERPOLATIONS.items(), ("uint8", "float32"), ((40, 30), (64, 48), (321, 133))
+        INTERPOLATIONS.items(),
+        ("uint8", "uint16", "int16", "float32"),
+        ((40, 30), (64, 48), (321, 133), (200, 150)),
     ):
-        if name == "AREA" and dsize != (40, 30):
-            continue  # area is accelerated for integer downscaling factors (160x120 -> 40x30)
-        tol = LSB1 if dtype == "uint8" else REL_1E3
+        tol = REL_1E3 if dtype == "float32" else LSB1
         out += _per_image(
             "resize",
             dtype,
@@ -120,6 +122,12 @@ def cases() -> list[Case]:
             "-",
             "AREA to 480x270",
             lambda m, x: m.resize(x, (480, 270), interpolation=real.INTER_AREA),
+        ),
+        (
+            "resize",
+            "-",
+            "AREA to 1280x720",
+            lambda m, x: m.resize(x, (1280, 720), interpolation=real.INTER_AREA),
         ),
         (
             "copyMakeBorder",
