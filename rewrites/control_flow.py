@@ -26,21 +26,56 @@ def _const(value: ir.Value | None) -> np.ndarray | None:
     return None if tensor is None else tensor.numpy()
 
 
-def _term(value: ir.Value) -> tuple[float, ir.Node] | None:
-    """(weight, Slice node) of `w * slice`, `slice * w` or `slice`."""
+def _term(value: ir.Value) -> tuple[float, ir.Value] | None:
+    """(weight, shifted view) of `w * view`, `view * w` or `view`."""
     node = value.producer()
-    if node is None:
-        return None
-    if node.op_type == "Slice":
-        return 1.0, node
-    if node.op_type == "Mul":
+    if node is not None and node.op_type == "Mul":
         for scale, other in ((node.inputs[0], node.inputs[1]), (node.inputs[1], node.inputs[0])):
             weight = _const(scale)
-            inner = other.producer() if other is not None else None
-            scalar = weight is not None and weight.size == 1
-            if scalar and inner is not None and inner.op_type == "Slice":
-                return float(weight.ravel()[0]), inner
-    return None
+            if weight is not None and weight.size == 1 and other is not None:
+                return float(weight.ravel()[0]), other
+        return None
+    return 1.0, value
+
+
+def _zero_pad(node: ir.Node | None) -> list[int] | None:
+    """The pads (ONNX order: all begins, then all ends) of a Pad that adds zeros, else None."""
+    if node is None or node.op_type != "Pad" or len(node.inputs) > 3 and node.inputs[3]:
+        return None
+    if node.attributes.get_string("mode", "constant") != "constant":
+        return None
+    pads = _const(node.inputs[1]) if len(node.inputs) > 1 else None
+    value = _const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
+    if pads is None or (value is not None and np.any(value != 0)) or np.any(pads < 0):
+        return None
+    return [int(p) for p in pads]
+
+
+def _view(value: ir.Value) -> tuple[ir.Value, list[tuple[int, int]]] | None:
+    """(image, window) for a shifted view of an image: the image itself, a unit-step Slice of
+    it, or a Slice of it padded with zeros (tf.pad then a slice, the other way TF users
+    shift). The window is per axis (start, length) in the image's coordinates; a start below
+    zero or an end past the image reads the zeros."""
+    node = value.producer()
+    if node is None or node.op_type != "Slice":
+        if value.shape is None or not value.shape.is_static():
+            return None
+        return value, [(0, int(d)) for d in value.shape]
+    padded = node.inputs[0]
+    pads = _zero_pad(padded.producer())
+    source = padded.producer().inputs[0] if pads is not None else padded
+    if source.shape is None or not source.shape.is_static():
+        return None
+    shape = [int(d) for d in source.shape]
+    if pads is None:
+        return source, _window(node, shape)
+    if len(pads) != 2 * len(shape):
+        return None
+    rank = len(shape)
+    window = _window(node, [d + pads[a] + pads[a + rank] for a, d in enumerate(shape)])
+    if window is None:
+        return None
+    return source, [(start - pads[axis], n) for axis, (start, n) in enumerate(window)]
 
 
 def _window(node: ir.Node, shape: list[int]) -> list[tuple[int, int]] | None:
@@ -78,9 +113,11 @@ def conv_costs(profile: CostProfile, channels: int, taps: int, elements: int) ->
 def neighbour_differences(
     model: onnx.ModelProto, profile: CostProfile | None, force: bool = False
 ) -> tuple[onnx.ModelProto, list[dict]]:
-    """w1 * x[window1] -/+ w2 * x[window2] (two unit-step Slices of one HW or HWC image, equal
-    extents, offset along H and W only) -> a depthwise Conv with taps w1 and -/+w2 over the
-    window both cover. Equal, up to float rounding of the two-term sum, for any image."""
+    """w1 * x[window1] -/+ w2 * x[window2] (two shifted views of one HW or HWC image: unit-step
+    Slices, of the image or of it zero-padded, or the image itself; equal extents, offset
+    along H and W only) -> a depthwise Conv with taps w1 and -/+w2 over the window both cover,
+    zero-padded where a view reads padding. Equal, up to float rounding of the two-term sum,
+    for any image."""
     if profile is None and not force:
         return model, []
     graph = ir.serde.deserialize_model(model)
@@ -92,15 +129,19 @@ def neighbour_differences(
         terms = [_term(v) for v in node.inputs]
         if any(t is None for t in terms):
             continue
-        (w1, s1), (w2, s2) = terms
-        source = s1.inputs[0]
-        if source is not s2.inputs[0] or source.shape is None or not source.shape.is_static():
+        views = [_view(v) for _, v in terms]
+        if any(v is None or v[1] is None for v in views):
             continue
+        (w1, _), (w2, _) = terms
+        (source, win1), (other, win2) = views
+        if source is not other or source.shape is None or not source.shape.is_static():
+            continue
+        if win1 == win2:
+            continue  # not a shift: nothing to convolve
         shape = [int(d) for d in source.shape]
         if len(shape) not in (2, 3) or source.dtype != ir.DataType.FLOAT:
             continue
-        win1, win2 = _window(s1, shape), _window(s2, shape)
-        if win1 is None or win2 is None or [n for _, n in win1] != [n for _, n in win2]:
+        if [n for _, n in win1] != [n for _, n in win2]:
             continue
         if len(shape) == 3 and (win1[2] != (0, shape[2]) or win2[2] != (0, shape[2])):
             continue  # a shift across channels is not a depthwise filter
@@ -134,13 +175,18 @@ def _replace(node, source, shape, win1, win2, w1: float, w2: float) -> None:
         node.graph.register_initializer(value)
         return value
 
+    # The input region the taps read; where it leaves the image (a view of a zero-padded
+    # image), the Conv pads with the same zeros.
     ends = [low[i] + win1[i][1] + span[i] - 1 for i in range(2)]
+    starts = [max(low[i], 0) for i in range(2)]
+    stops = [min(ends[i], shape[i]) for i in range(2)]
+    pads = [starts[i] - low[i] for i in range(2)] + [ends[i] - stops[i] for i in range(2)]
     window = ir.node(
         "Slice",
         [
             source,
-            const("window_starts", np.array(low, np.int64)),
-            const("window_ends", np.array(ends, np.int64)),
+            const("window_starts", np.array(starts, np.int64)),
+            const("window_ends", np.array(stops, np.int64)),
             const("window_axes", np.array([0, 1], np.int64)),
         ],
     )
@@ -155,7 +201,7 @@ def _replace(node, source, shape, win1, win2, w1: float, w2: float) -> None:
     conv = ir.node(
         "Conv",
         [nchw.outputs[0], const("taps", kernel)],
-        attributes={"group": channels},
+        attributes={"group": channels, "pads": pads},
         name=f"{node.name}_as_conv",
     )
     squeezed = ir.node("Squeeze", [conv.outputs[0], const("drop_axes", np.array(lead, np.int64))])

@@ -71,6 +71,44 @@ def test_any_two_shifted_slices_become_a_conv(h, w, channels, shift, other, weig
     np.testing.assert_allclose(run(rewritten, {"img": image})[0], want, rtol=1e-6, atol=1e-4)
 
 
+def _shifted(x, dy: int, dx: int):
+    """x moved by (dy, dx) with zeros coming in, as TF users write it: tf.pad, then a slice."""
+    h, w = x.shape[0], x.shape[1]
+    pads = [[max(dy, 0), max(-dy, 0)], [max(dx, 0), max(-dx, 0)]] + [[0, 0]] * (len(x.shape) - 2)
+    top, left = max(-dy, 0), max(-dx, 0)
+    return tf.pad(x, pads)[top : top + h, left : left + w]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    h=st.integers(3, 10),
+    w=st.integers(3, 10),
+    channels=st.sampled_from([0, 1, 3]),
+    shift=st.tuples(st.integers(-2, 2), st.integers(-2, 2)),
+    other=st.one_of(st.none(), st.tuples(st.integers(-2, 2), st.integers(-2, 2))),
+    weights=st.tuples(st.sampled_from([1.0, 2.0, -0.5]), st.sampled_from([1.0, 3.0])),
+    seed=st.integers(0, 2**16),
+)
+def test_zero_padded_shifts_become_a_padded_conv(h, w, channels, shift, other, weights, seed):
+    """x - shift(x) with tf.pad (zeros come in at the border), or two such shifts: the Conv
+    pads with the same zeros."""
+    shape = (h, w) if channels == 0 else (h, w, channels)
+    if other == shift or (other is None and shift == (0, 0)):
+        return  # not a neighbour difference
+
+    def fn(x):
+        a = x if other is None else _shifted(x, *other)
+        return {"out": weights[0] * a - weights[1] * _shifted(x, *shift)}
+
+    model = onnx_of(fn, shape)
+    rewritten, log = neighbour_differences(model, None, force=True)
+    assert log and log[0]["applied"], log
+    assert "Conv" in [n.op_type for n in rewritten.graph.node]
+    image = np.random.default_rng(seed).integers(0, 256, shape).astype(np.float32)
+    want = fn(tf.constant(image))["out"].numpy()
+    np.testing.assert_allclose(run(rewritten, {"img": image})[0], want, rtol=1e-6, atol=1e-4)
+
+
 def test_the_profiles_decide():
     photo = np.zeros((1080, 1920), np.float32)
     model = onnx_of(lambda x: {"m": tf.cast(x[1:] - x[:-1] > 1.0, tf.uint8)}, photo.shape)
