@@ -17,6 +17,7 @@ import onnx
 from gdp.errors import ExecutionError, InputError, OutputBufferError, TargetError
 from gdp.frontend.common import IR_VERSION
 from gdp.rewrites import apply_rewrites, canonical_names, load_profile, specialize_shapes
+from gdp.rewrites.fp16 import rupw2, to_fp16
 from gdp.runtime import queue
 from gdp.runtime.backends import Executable, get_backend
 from gdp.runtime.cache import DiskCache, cache_key
@@ -44,6 +45,15 @@ class Specialization:
     compile_s: float = 0.0
     load_s: float = 0.0
     output_index: dict[str, int] = field(default_factory=dict)
+    fp16: dict | None = None  # the FP16 pass's report, where the graph runs in fp16
+
+
+# gdp.compile(..., precision=...): "auto" is fp16 where the target's profile is an fp16 one
+# (the npu), else fp32 (the cpu profile times fp32; x86 without AVX512-FP16 computes fp16 by
+# converting to fp32 per op, so it is no faster there).
+PRECISIONS = ("auto", "fp32", "fp16")
+# Options every target takes (the rest are the backend's).
+MODEL_OPTIONS = frozenset({"precision", "input_ranges"})
 
 
 class Model:
@@ -57,7 +67,10 @@ class Model:
         self.target = target
         self._backend = get_backend(target.backend)
         self.options = dict(options or {})
-        unknown = sorted(set(self.options) - self._backend.options)
+        self._cache = DiskCache(cache_dir)
+        self.precision = self._precision(self.options.get("precision", "auto"))
+        self.input_ranges = self._input_ranges(self.options.get("input_ranges"), graph)
+        unknown = sorted(set(self.options) - self._backend.options - MODEL_OPTIONS)
         if unknown:
             raise TargetError(
                 f"option {unknown[0]!r}: target {target.name!r} takes "
@@ -66,13 +79,83 @@ class Model:
         self._source = graph
         self.inputs = graph_inputs(graph)
         self.outputs = graph_outputs(graph)
-        self._cache = DiskCache(cache_dir)
         self._specialized: dict[tuple, Specialization] = {}
         self._lock = threading.Lock()
         self._last: Specialization | None = None
-        if not self._backend.static_shapes or all(sig.static for sig in self.inputs):
+        static = all(sig.static for sig in self.inputs) or (
+            not self._backend.static_shapes and self.precision == "fp32"
+        )
+        if static and not self._scanned_inputs():
             # Nothing left to learn from the data: compile now, as GDPNPU's compile() did.
-            self._specialization({s.name: s.shape for s in self.inputs})
+            self._specialization({s.name: s.shape for s in self.inputs}, {})
+
+    # -- precision -------------------------------------------------------------------------
+
+    def _precision(self, asked: str) -> str:
+        if asked not in PRECISIONS:
+            raise TargetError(f"precision: expected one of {list(PRECISIONS)}, got {asked!r}")
+        if asked != "auto":
+            return asked
+        profile = self.target.profile and load_profile(self.target.profile, self._cache.root)
+        return "fp16" if profile and profile.dtype == "float16" else "fp32"
+
+    @staticmethod
+    def _input_ranges(given, graph: onnx.ModelProto) -> dict[str, tuple[float, float]]:
+        names = {v.name for v in graph.graph.input}
+        out = {}
+        for name, bounds in dict(given or {}).items():
+            if name not in names:
+                raise InputError(
+                    f"input_ranges: unknown input {name!r}, expected one of {sorted(names)}"
+                )
+            try:
+                lo, hi = (float(b) for b in bounds)
+            except (TypeError, ValueError):
+                raise InputError(
+                    f"input_ranges[{name!r}]: expected (lo, hi) numbers, got {bounds!r}"
+                ) from None
+            if not (np.isfinite(lo) and np.isfinite(hi) and lo <= hi):
+                raise InputError(
+                    f"input_ranges[{name!r}]: expected finite lo <= hi, got {bounds!r}"
+                )
+            out[name] = (lo, hi)
+        return out
+
+    def _scanned_inputs(self) -> list[str]:
+        """Float inputs whose range fp16 must measure on each run (none declared)."""
+        if self.precision != "fp16":
+            return []
+        return [
+            s.name for s in self.inputs if s.dtype.kind == "f" and s.name not in self.input_ranges
+        ]
+
+    def _ranges(self, arrays: Sequence[np.ndarray]) -> dict[str, tuple[float, float]]:
+        """fp16 only: each float input's range for the scales. Declared ranges are checked
+        against the data (a value outside raises: a silently overflowing scale is never run);
+        undeclared ones are measured and widened to powers of two, so that inputs of a similar
+        range share one compiled model."""
+        if self.precision != "fp16":
+            return {}
+        out = {}
+        for sig, array in zip(self.inputs, arrays, strict=True):
+            if sig.dtype.kind != "f" or array.size == 0:
+                continue
+            lo, hi = float(np.min(array)), float(np.max(array))
+            if not (np.isfinite(lo) and np.isfinite(hi)):
+                raise InputError(
+                    f"input {sig.name!r}: fp16 scaling needs finite values, got NaN or inf"
+                )
+            declared = self.input_ranges.get(sig.name)
+            if declared is not None:
+                if lo < declared[0] or hi > declared[1]:
+                    raise InputError(
+                        f"input {sig.name!r}: values in [{lo:g}, {hi:g}] break the declared"
+                        f" input_ranges {declared}; fp16 scales were chosen for that range"
+                    )
+                out[sig.name] = declared
+            else:
+                out[sig.name] = (-rupw2(-lo) if lo < 0 else 0.0, rupw2(hi) if hi > 0 else 0.0)
+        return out
 
     # -- names and graphs -------------------------------------------------------------------
 
@@ -100,13 +183,14 @@ class Model:
         return {
             "target": self.target.name,
             "backend": self._backend.name,
-            "precision": "fp32",
+            "precision": self.precision,
+            "fp16": last.fp16 if last else None,
             "rewrites": list(last.rewrites) if last else [],
             "kernels": last.kernels if last else 0,
             "cache": last.source if last else None,
             "compile_s": last.compile_s if last else 0.0,
             "load_s": last.load_s if last else 0.0,
-            "shapes": [dict(zip(self.input_names, k, strict=True)) for k in self._specialized],
+            "shapes": [dict(zip(self.input_names, k, strict=True)) for k, _ in self._specialized],
         }
 
     def save(self, path: str | Path) -> None:
@@ -124,26 +208,31 @@ class Model:
 
     # -- compilation -----------------------------------------------------------------------
 
-    def _specialization(self, shapes: Mapping[str, tuple]) -> Specialization:
+    def _specialization(
+        self, shapes: Mapping[str, tuple], ranges: Mapping[str, tuple]
+    ) -> Specialization:
         shape_key = tuple(tuple(shapes[n]) for n in self.input_names)
-        if not self._backend.static_shapes:
+        if not self._backend.static_shapes and self.precision == "fp32":
             shape_key = tuple(s.shape for s in self.inputs)
-        found = self._specialized.get(shape_key)
+        key = (shape_key, tuple(sorted(ranges.items())))
+        found = self._specialized.get(key)
         if found is not None:
             self._last = found
             return found
         with self._lock:
-            found = self._specialized.get(shape_key)
+            found = self._specialized.get(key)
             if found is None:
-                found = self._build(dict(zip(self.input_names, shape_key, strict=True)))
-                self._specialized[shape_key] = found
+                shape_map = dict(zip(self.input_names, shape_key, strict=True))
+                found = self._build(shape_map, {**self.input_ranges, **ranges})
+                self._specialized[key] = found
         self._last = found
         return found
 
-    def _build(self, shapes: dict[str, tuple]) -> Specialization:
+    def _build(self, shapes: dict[str, tuple], ranges: dict[str, tuple]) -> Specialization:
         backend = self._backend
         graph = self._source
-        if backend.static_shapes:
+        fp16 = self.precision == "fp16"
+        if backend.static_shapes or fp16:  # fp16's range analysis needs every shape
             try:
                 graph = specialize_shapes(graph, shapes)
             except Exception as err:
@@ -153,6 +242,9 @@ class Model:
             load_profile(self.target.profile, self._cache.root) if self.target.profile else None
         )
         graph, applied = apply_rewrites(graph, names, profile)
+        fp16_report = None
+        if fp16:
+            graph, fp16_report = to_fp16(graph, ranges)
         graph.ir_version = min(graph.ir_version, IR_VERSION)
         key = cache_key(
             # Conversions of one program differ in generated names: hash the canonical form.
@@ -176,6 +268,7 @@ class Model:
             compile_s=compile_s,
             load_s=load_s,
             output_index={s.name: i for i, s in enumerate(outputs)},
+            fp16=fp16_report,
         )
 
     def _obtain(self, key: str, graph: onnx.ModelProto):
@@ -260,7 +353,7 @@ class Model:
         wait: bool,
     ) -> queue.Task:
         shapes = {s.name: a.shape for s, a in zip(self.inputs, arrays, strict=True)}
-        spec = self._specialization(shapes)
+        spec = self._specialization(shapes, self._ranges(arrays))
         buffers = self._check_outputs(spec, outputs or {})
         task = queue.Task(Profile(self.target.name) if profile else None)
         run = _Run(self.output_names, spec, arrays, buffers, task.profile)

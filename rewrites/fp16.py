@@ -1,0 +1,507 @@
+"""Automatic FP16 (GDPNPU thesis 5.5.3): range analysis, power-of-two scales, FP32 restore.
+
+1. Ranges: every value's interval is propagated through the graph from the input ranges (an
+   integer input's dtype, a declared or measured range for a float input) with each op's range
+   transfer from gdp.ops.precision. Values of integer or bool type stay as they are.
+2. Scales: every float value is stored in fp16 as S * x, S a power of two (so scaling is
+   exact). S passes through memory-only and returns-existing ops; operands of adds, compares,
+   selects and concats are brought to one S; mul and div combine theirs; sqrt takes S = 4^k to
+   2^k. Where an op's stored output could pass STORE_BOUND (fp16 tops at 65504), its inputs are
+   scaled down first by the thesis's factors: add/sub 1/(2 rupw2(m)), mul 1/rupw2(m^2),
+   conv/matmul/reduce_sum with K terms 1/(K rupw2(m^2)) resp. 1/(K rupw2(m)), m the largest
+   input magnitude (gdp applies them only where the bound would be passed, so values that fit
+   keep their magnitude and stay clear of fp16's subnormals).
+3. Long sums: a reduction or dot product over more than ACCUMULATE_FP32_TERMS terms reads fp16
+   and accumulates in fp32 (a long fp16 sum loses its low bits: 11 bits of mantissa), and its
+   result is scaled into fp16. Non-linear ops (exp, log, pow, round, casts to integers...) get the true values:
+   in fp16 where input and output fit, else in an fp32 island.
+4. Outputs are cast to fp32 and multiplied by 1/S: the user sees the fp32 graph's outputs.
+
+`scaling=False` is naive fp16 (every float cast to fp16, nothing scaled, nothing in fp32), kept
+to show what the scaling buys.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+import onnx
+from gdp.ops import precision as P
+from onnx import TensorProto, helper, numpy_helper
+
+from gdp.errors import UnsupportedOpError
+
+FP16_MAX = 65504.0
+# gdp keeps stored fp16 magnitudes at or below this: a margin of 4 for rounding and for one
+# more add before the next check.
+STORE_BOUND = 2.0**14
+ACCUMULATE_FP32_TERMS = 256
+FLOAT = TensorProto.FLOAT
+HALF = TensorProto.FLOAT16
+_ACCUMULATING = ("ReduceSum", "ReduceMean", "Conv", "MatMul", "Gemm", "AveragePool")
+# Inputs of these ops that are not data (sizes, axes, roi/scales) keep their type.
+_DATA_INPUTS = {"Resize": (0,), "Pad": (0, 2), "Clip": (0, 1, 2), "Slice": (0,), "Where": (1, 2)}
+
+
+def rupw2(m: float) -> float:
+    """m rounded up to a power of two (1 for m <= 1: scales only ever shrink)."""
+    return 2.0 ** max(0, math.ceil(math.log2(m))) if m > 1 else 1.0
+
+
+def _magnitude(interval: P.Interval) -> float:
+    return max(abs(interval[0]), abs(interval[1]))
+
+
+def _np_dtype(elem_type: int) -> str:
+    return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).name
+
+
+class _Graph:
+    """The facts of the fp32 graph the pass reads: types, shapes, constants."""
+
+    def __init__(self, model: onnx.ModelProto) -> None:
+        model = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+        self.model = model
+        g = model.graph
+        self.types: dict[str, int] = {}
+        self.shapes: dict[str, list[int] | None] = {}
+        for info in [*g.input, *g.value_info, *g.output]:
+            tensor = info.type.tensor_type
+            self.types[info.name] = tensor.elem_type
+            dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
+            self.shapes[info.name] = None if None in dims else dims
+        self.constants: dict[str, np.ndarray] = {}
+        for init in g.initializer:
+            self.constants[init.name] = numpy_helper.to_array(init)
+            self.types[init.name] = init.data_type
+            self.shapes[init.name] = list(init.dims)
+        for node in g.node:
+            if node.op_type == "Constant" and node.attribute[0].name == "value":
+                array = numpy_helper.to_array(node.attribute[0].t)
+                self.constants[node.output[0]] = array
+                self.types[node.output[0]] = node.attribute[0].t.data_type
+                self.shapes[node.output[0]] = list(array.shape)
+
+    def size(self, name: str) -> int:
+        shape = self.shapes.get(name)
+        if shape is None:
+            raise UnsupportedOpError("fp16", name, "FP16 scaling needs static shapes")
+        return int(np.prod(shape, dtype=np.int64))
+
+
+def _facts(node: onnx.NodeProto, graph: _Graph) -> dict:
+    """What a range transfer needs beyond the input intervals: term counts, target types."""
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    facts: dict = {}
+    op = node.op_type
+    if op in ("ReduceSum", "ReduceMean", "ArgMax", "ArgMin"):
+        facts["terms"] = max(1, graph.size(node.input[0]) // max(1, graph.size(node.output[0])))
+    elif op == "Conv":
+        kernel = graph.shapes.get(node.input[1])
+        if kernel is None:
+            raise UnsupportedOpError(op, node.name, "FP16 scaling needs the kernel's shape")
+        facts["terms"] = int(np.prod(kernel[1:]))
+    elif op in ("MatMul", "Gemm"):
+        shape = graph.shapes.get(node.input[0])
+        if shape is None:
+            raise UnsupportedOpError(op, node.name, "FP16 scaling needs static shapes")
+        facts["terms"] = shape[-2] if op == "Gemm" and attrs.get("transA") else shape[-1]
+    elif op == "Cast":
+        to = _np_dtype(attrs["to"])
+        facts["to_limits"] = P.dtype_range(to)
+        facts["to_integer"] = to != "bool" and np.dtype(to).kind in "iu"
+    elif op == "Pad" and len(node.input) > 2 and node.input[2]:
+        value = graph.constants.get(node.input[2])
+        facts["pad_value"] = float(value.ravel()[0]) if value is not None else math.nan
+    elif op == "Resize":
+        mode = attrs.get("mode", b"nearest")
+        facts["mode"] = mode.decode() if isinstance(mode, bytes) else mode
+    elif op == "BitShift":
+        facts["result"] = P.dtype_range(_np_dtype(graph.types[node.output[0]]))
+    return facts
+
+
+def value_ranges(
+    model: onnx.ModelProto, input_ranges: Mapping[str, tuple[float, float]]
+) -> dict[str, P.Interval]:
+    """Every value's interval, from the inputs' (integer inputs: their dtype's; float inputs:
+    `input_ranges`, which must name each)."""
+    graph = _Graph(model)
+    return _propagate(graph, input_ranges)
+
+
+def _propagate(graph: _Graph, input_ranges) -> dict[str, P.Interval]:
+    ranges: dict[str, P.Interval] = {}
+    for value in graph.model.graph.input:
+        if value.name in graph.constants:
+            continue
+        known = P.dtype_range(_np_dtype(value.type.tensor_type.elem_type))
+        declared = input_ranges.get(value.name)
+        if declared is not None:
+            lo, hi = float(declared[0]), float(declared[1])
+            known = (lo, hi) if known is None else (max(lo, known[0]), min(hi, known[1]))
+        if known is None:
+            raise UnsupportedOpError(
+                "fp16",
+                value.name,
+                f"float input {value.name!r} has no range: declare input_ranges={{"
+                f"{value.name!r}: (lo, hi)}} or let gdp measure it at run time",
+            )
+        ranges[value.name] = known
+    for name, array in graph.constants.items():
+        values = array.astype(np.float64) if array.size else np.zeros(1)
+        ranges[name] = (float(values.min()), float(values.max()))
+    for node in graph.model.graph.node:
+        if node.op_type == "Constant":
+            continue
+        transfer = P.RANGE_TRANSFER.get(node.op_type)
+        if transfer is None or node.domain not in ("", "ai.onnx"):
+            raise UnsupportedOpError(
+                node.op_type, node.name, "gdp.ops.precision has no range transfer for it"
+            )
+        ins = [ranges.get(n, P.UNBOUNDED) if n else None for n in node.input]
+        out = transfer(ins, _facts(node, graph))
+        for name in node.output:
+            limits = P.dtype_range(_np_dtype(graph.types.get(name, FLOAT)))
+            if limits is not None and graph.types.get(name, FLOAT) != FLOAT:
+                out_i = (max(out[0], limits[0]), min(out[1], limits[1]))
+                ranges[name] = limits if node.op_type in ("TopK", "Split") else out_i
+            else:
+                ranges[name] = out
+    return ranges
+
+
+class _Builder:
+    """Emits the fp16 graph: the new nodes, constants, and each float value's fp16 name and
+    scale exponent (stored = 2^exponent * true)."""
+
+    def __init__(self, graph: _Graph, ranges: dict, scaling: bool) -> None:
+        self.graph = graph
+        self.ranges = ranges
+        self.scaling = scaling
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+        self.half: dict[str, tuple[str, int]] = {}  # fp32 value -> (fp16 value, exponent)
+        self.fp32_islands: list[str] = []
+        self.counter = 0
+
+    def fresh(self, base: str) -> str:
+        self.counter += 1
+        return f"{base}__fp16_{self.counter}"
+
+    def emit(self, op: str, inputs: list[str], base: str, **attrs) -> str:
+        out = self.fresh(base)
+        self.nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))
+        return out
+
+    def constant(self, array: np.ndarray, base: str) -> str:
+        name = self.fresh(base)
+        self.initializers.append(numpy_helper.from_array(np.asarray(array), name))
+        return name
+
+    def is_float(self, name: str) -> bool:
+        return bool(name) and self.graph.types.get(name) == FLOAT
+
+    def magnitude(self, name: str) -> float:
+        return _magnitude(self.ranges.get(name, P.UNBOUNDED))
+
+    # -- values at a chosen scale ------------------------------------------------------------
+
+    def at(self, name: str, exponent: int) -> str:
+        """`name` (an fp32 value of the source graph) in fp16 at scale 2^exponent."""
+        constant = self.graph.constants.get(name)
+        if constant is not None and constant.dtype == np.float32:
+            scaled = constant.astype(np.float64) * 2.0**exponent
+            return self.constant(scaled.astype(np.float16), name)
+        stored, have = self.half[name]
+        if have == exponent:
+            return stored
+        factor = self.constant(np.array(2.0 ** (exponent - have), np.float16), "scale")
+        return self.emit("Mul", [stored, factor], name + "_rescaled")
+
+    def exponent_of(self, name: str) -> int:
+        """The scale a value has (a constant has none yet: 0)."""
+        return self.half[name][1] if name in self.half else 0
+
+    def fit(self, magnitude: float) -> int:
+        """The exponent that brings `magnitude` under STORE_BOUND (0 where it fits)."""
+        if not self.scaling or magnitude <= STORE_BOUND:
+            return 0
+        if not math.isfinite(magnitude):
+            raise OverflowError
+        return -math.ceil(math.log2(magnitude / STORE_BOUND))
+
+    def fp32(self, name: str) -> str:
+        """The true fp32 value of an fp16 value (cast up, 1/S applied in fp32)."""
+        constant = self.graph.constants.get(name)
+        if constant is not None:
+            return name
+        stored, exponent = self.half[name]
+        up = self.emit("Cast", [stored], name + "_fp32", to=FLOAT)
+        if exponent == 0:
+            return up
+        factor = self.constant(np.array(2.0**-exponent, np.float32), "unscale")
+        return self.emit("Mul", [up, factor], name + "_restored")
+
+    def from_fp32(self, name: str, fp32_value: str, base_exponent: int = 0) -> None:
+        """Record an fp32 value (holding 2^base_exponent * true `name`) as fp16 at the scale its
+        range needs."""
+        magnitude = self.magnitude(name)
+        if self.scaling and not math.isfinite(magnitude):
+            raise UnsupportedOpError(
+                "fp16",
+                name,
+                f"{name!r} has no finite range (a division by a range that holds 0, or an"
+                " unbounded input), so no fp16 scale can be guaranteed: compile with"
+                " precision='fp32' or declare tighter input_ranges",
+            )
+        exponent = self.fit(magnitude)
+        value = fp32_value
+        if exponent != base_exponent:
+            factor = self.constant(np.array(2.0 ** (exponent - base_exponent), np.float32), "s")
+            value = self.emit("Mul", [value, factor], name + "_scaled")
+        self.half[name] = (self.emit("Cast", [value], name + "_half", to=HALF), exponent)
+
+    # -- nodes -----------------------------------------------------------------------------
+
+    def node(self, node: onnx.NodeProto) -> None:
+        float_in = [i for i, n in enumerate(node.input) if self.is_float(n)]
+        float_out = [n for n in node.output if self.is_float(n)]
+        op = node.op_type
+        if not float_in and not float_out:
+            self.nodes.append(node)
+            return
+        if op == "Cast":
+            self.cast(node)
+            return
+        data = _DATA_INPUTS.get(op)
+        data_in = [i for i in float_in if data is None or i in data]
+        klass = P.PRECISION_CLASS.get(op)
+        try:
+            if op == "Sqrt":
+                self.sqrt(node)
+            elif klass == P.NONLINEAR or (klass is None and data_in):
+                self.island(node, data_in)
+            elif op in _ACCUMULATING:
+                self.accumulate(node, data_in)
+            elif op == "Mul":
+                self.mul(node)
+            elif op == "Div":
+                self.div(node)
+            elif op in ("Add", "Sub", "Sum", "Mean") or (
+                klass in (P.MEMORY, P.EXISTING) and len(data_in) > 1
+            ):
+                self.unify(node, data_in, check_sum=op in ("Add", "Sub", "Sum"))
+            else:
+                self.passthrough(node, data_in)
+        except OverflowError:
+            self.island(node, data_in)  # an unbounded range: fp32 keeps what fp16 cannot
+
+    def rewire(self, node: onnx.NodeProto, inputs: dict[int, str], exponent: int) -> None:
+        """Emit `node` with some inputs replaced and its float outputs recorded at `exponent`."""
+        new = onnx.NodeProto()
+        new.CopyFrom(node)
+        for i, name in inputs.items():
+            new.input[i] = name
+        for i, name in enumerate(node.output):
+            if self.is_float(name):
+                new.output[i] = self.fresh(name)
+                self.half[name] = (new.output[i], exponent)
+        self.nodes.append(new)
+
+    def passthrough(self, node, data_in: list[int]) -> None:
+        """One float operand whose scale carries to the output (memory-only, existing)."""
+        exponent = self.exponent_of(node.input[data_in[0]]) if data_in else 0
+        inputs = {i: self.at(node.input[i], exponent) for i in data_in}
+        self.rewire(node, inputs, exponent)
+
+    def unify(self, node, data_in: list[int], check_sum: bool) -> None:
+        """Operands at one scale: the smallest they have, smaller still where a sum could pass
+        the bound (the thesis's add rule 1/(2 rupw2(m)) when it must scale)."""
+        names = [node.input[i] for i in data_in]
+        exponent = min((self.exponent_of(n) for n in names if n in self.half), default=0)
+        if check_sum and self.scaling:
+            out = self.magnitude(node.output[0])
+            if out * 2.0**exponent > STORE_BOUND:
+                m = max(self.magnitude(n) for n in names)
+                exponent = min(exponent, -int(math.log2(2 * rupw2(m))))
+                if out * 2.0**exponent > STORE_BOUND:
+                    exponent += self.fit(out * 2.0**exponent)
+        inputs = {i: self.at(node.input[i], exponent) for i in data_in}
+        self.rewire(node, inputs, exponent)
+
+    def mul(self, node) -> None:
+        a, b = node.input
+        ea, eb = self.exponent_of(a), self.exponent_of(b)
+        out = self.magnitude(node.output[0])
+        if self.scaling and out * 2.0 ** (ea + eb) > STORE_BOUND:
+            # The thesis's mul rule: the larger operand takes 1/rupw2(m^2)'s share.
+            need = self.fit(out * 2.0 ** (ea + eb))
+            if self.magnitude(a) * 2.0**ea >= self.magnitude(b) * 2.0**eb:
+                ea += need
+            else:
+                eb += need
+        self.rewire(node, {0: self.at(a, ea), 1: self.at(b, eb)}, ea + eb)
+
+    def div(self, node) -> None:
+        a, b = node.input
+        ea, eb = self.exponent_of(a), self.exponent_of(b)
+        out = self.magnitude(node.output[0])
+        if not math.isfinite(out):
+            raise OverflowError
+        if self.scaling and out * 2.0 ** (ea - eb) > STORE_BOUND:
+            ea += self.fit(out * 2.0 ** (ea - eb))
+        self.rewire(node, {0: self.at(a, ea), 1: self.at(b, eb)}, ea - eb)
+
+    def sqrt(self, node) -> None:
+        """sqrt(4^k x) = 2^k sqrt(x): an odd exponent is made even first."""
+        (x,) = node.input
+        exponent = self.exponent_of(x)
+        exponent -= exponent % 2
+        self.rewire(node, {0: self.at(x, exponent)}, exponent // 2)
+
+    def accumulate(self, node, data_in: list[int]) -> None:
+        """Reductions and dot products: in fp16 where their terms fit fp16's counting, inputs
+        scaled so that K terms stay under the bound (thesis: 1/(K rupw2(m)), 1/(K rupw2(m^2)));
+        over more terms, fp16 in, fp32 accumulation, scaled back into fp16."""
+        facts = _facts(node, self.graph)
+        terms = facts.get("terms", 1)
+        names = [node.input[i] for i in data_in]
+        exponents = [self.exponent_of(n) for n in names]
+        total = sum(exponents) if node.op_type in ("Conv", "MatMul", "Gemm") else exponents[0]
+        if len(names) > 2:  # a bias joins the sum at the product's scale
+            exponents[2] = exponents[0] + exponents[1]
+        if not self.scaling or terms <= ACCUMULATE_FP32_TERMS:
+            out = self.magnitude(node.output[0]) * 2.0**total
+            need = self.fit(out) if node.op_type != "ReduceMean" else self.fit(out * terms)
+            exponents[0] += need
+            if len(names) > 2:
+                exponents[2] += need
+            inputs = {i: self.at(n, e) for i, n, e in zip(data_in, names, exponents, strict=True)}
+            self.rewire(node, inputs, total + need)
+            return
+        inputs = {}
+        for i, n, e in zip(data_in, names, exponents, strict=True):
+            inputs[i] = self.emit("Cast", [self.at(n, e)], n + "_accumulate", to=FLOAT)
+        new = onnx.NodeProto()
+        new.CopyFrom(node)
+        for i, name in inputs.items():
+            new.input[i] = name
+        new.output[0] = self.fresh(node.output[0] + "_fp32")
+        self.nodes.append(new)
+        self.fp32_islands.append(f"{node.op_type} {node.name} (accumulates {terms} terms)")
+        self.from_fp32(node.output[0], new.output[0], total)
+
+    def island(self, node, data_in: list[int]) -> None:
+        """A non-linear op on the true values: in fp16 where input and output fit it, else in
+        fp32 (inputs restored there, the output scaled back into fp16)."""
+        names = [node.input[i] for i in data_in]
+        fits = all(self.magnitude(n) <= STORE_BOUND for n in names) and all(
+            self.magnitude(o) <= STORE_BOUND for o in node.output if self.is_float(o)
+        )
+        if fits or not self.scaling:
+            self.rewire(node, {i: self.at(n, 0) for i, n in zip(data_in, names, strict=True)}, 0)
+            return
+        new = onnx.NodeProto()
+        new.CopyFrom(node)
+        for i, n in zip(data_in, names, strict=True):
+            new.input[i] = self.fp32(n)
+        outs = []
+        for i, name in enumerate(node.output):
+            if self.is_float(name):
+                new.output[i] = self.fresh(name + "_fp32")
+                outs.append((name, new.output[i]))
+        self.nodes.append(new)
+        self.fp32_islands.append(f"{node.op_type} {node.name}")
+        for name, value in outs:
+            self.from_fp32(name, value)
+
+    def cast(self, node) -> None:
+        (x,) = node.input
+        to = next(helper.get_attribute_value(a) for a in node.attribute if a.name == "to")
+        y = node.output[0]
+        if self.is_float(x) and to == FLOAT:  # fp32 -> fp32: nothing to do
+            self.half[y] = self.half[x] if x in self.half else (self.at(x, 0), 0)
+            return
+        if self.is_float(x):  # to an integer, bool or double: the true values
+            if self.magnitude(x) <= STORE_BOUND or not self.scaling:
+                self.rewire(node, {0: self.at(x, 0)}, 0)
+            else:
+                self.rewire(node, {0: self.fp32(x)}, 0)
+                self.fp32_islands.append(f"Cast {node.name}")
+            return
+        if to == FLOAT:  # an integer becomes float: fp16 where it fits, else scaled in fp32
+            exponent = self.fit(self.magnitude(y))
+            if exponent == 0:
+                cast = self.emit("Cast", [x], y + "_half", to=HALF)
+                self.half[y] = (cast, 0)
+            else:
+                self.from_fp32(y, self.emit("Cast", [x], y + "_fp32", to=FLOAT))
+            return
+        self.nodes.append(node)
+
+
+def to_fp16(
+    model: onnx.ModelProto,
+    input_ranges: Mapping[str, tuple[float, float]] | None = None,
+    scaling: bool = True,
+) -> tuple[onnx.ModelProto, dict]:
+    """The fp16 form of a static-shape fp32 graph, and a report: each output's scale exponent,
+    the ops kept in fp32, and the ranges that decided. Inputs and outputs keep their types."""
+    graph = _Graph(model)
+    ranges = _propagate(graph, dict(input_ranges or {}))
+    builder = _Builder(graph, ranges, scaling)
+    g = graph.model.graph
+    for value in g.input:
+        if value.type.tensor_type.elem_type == FLOAT and value.name not in graph.constants:
+            builder.from_fp32(value.name, value.name)
+    for node in g.node:
+        if node.op_type == "Constant" and node.output[0] in graph.constants:
+            builder.nodes.append(node)  # data uses get fp16 copies; unused ones are dropped
+            continue
+        builder.node(node)
+    outputs = {}
+    for value in g.output:
+        if value.type.tensor_type.elem_type != FLOAT:
+            continue
+        restored = builder.fp32(value.name)
+        builder.nodes.append(helper.make_node("Identity", [restored], [value.name]))
+        outputs[value.name] = builder.half[value.name][1] if value.name in builder.half else 0
+    kept = list(g.initializer)  # float ones still feed non-data inputs (Resize scales)
+    new_graph = helper.make_graph(
+        builder.nodes,
+        g.name,
+        list(g.input),
+        list(g.output),
+        initializer=kept + builder.initializers,
+    )
+    out = helper.make_model(new_graph, opset_imports=list(graph.model.opset_import))
+    out.ir_version = graph.model.ir_version
+    out = _drop_unused(out)
+    report = {
+        "scaling": scaling,
+        "output_scales": {k: f"2^{v}" for k, v in outputs.items()},
+        "fp32_ops": builder.fp32_islands,
+        "input_ranges": {v.name: ranges[v.name] for v in g.input if v.name in ranges},
+    }
+    return out, report
+
+
+def _drop_unused(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Remove nodes and initializers no output depends on (the pass emits fp16 copies of
+    constants that a rewired op may not use)."""
+    g = model.graph
+    needed = {o.name for o in g.output}
+    keep = []
+    for node in reversed(g.node):
+        if any(o in needed for o in node.output):
+            keep.append(node)
+            needed.update(i for i in node.input if i)
+    del g.node[:]
+    g.node.extend(reversed(keep))
+    inits = [i for i in g.initializer if i.name in needed]
+    del g.initializer[:]
+    g.initializer.extend(inits)
+    return model
