@@ -13,8 +13,8 @@
    keep their magnitude and stay clear of fp16's subnormals).
 3. Long sums: a reduction or dot product over more than ACCUMULATE_FP32_TERMS terms reads fp16
    and accumulates in fp32 (a long fp16 sum loses its low bits: 11 bits of mantissa), and its
-   result is scaled into fp16. Non-linear ops (exp, log, pow, round, casts to integers...) get the true values:
-   in fp16 where input and output fit, else in an fp32 island.
+   result is scaled into fp16. Non-linear ops (exp, log, pow, round, casts to integers...) get
+   the true values: in fp16 where input and output fit, else in an fp32 island.
 4. Outputs are cast to fp32 and multiplied by 1/S: the user sees the fp32 graph's outputs.
 
 `scaling=False` is naive fp16 (every float cast to fp16, nothing scaled, nothing in fp32), kept
