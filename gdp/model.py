@@ -53,7 +53,9 @@ class Specialization:
 # converting to fp32 per op, so it is no faster there).
 PRECISIONS = ("auto", "fp32", "fp16")
 # Options every target takes (the rest are the backend's).
-MODEL_OPTIONS = frozenset({"precision", "input_ranges"})
+# fp16_scaling=False is naive fp16 (everything cast, nothing scaled): only for showing what
+# the scaling buys (docs/precision.md); it can overflow.
+MODEL_OPTIONS = frozenset({"precision", "input_ranges", "fp16_scaling"})
 
 
 class Model:
@@ -244,7 +246,8 @@ class Model:
         graph, applied = apply_rewrites(graph, names, profile)
         fp16_report = None
         if fp16:
-            graph, fp16_report = to_fp16(graph, ranges)
+            scaling = bool(self.options.get("fp16_scaling", True))
+            graph, fp16_report = to_fp16(graph, ranges, scaling=scaling)
         graph.ir_version = min(graph.ir_version, IR_VERSION)
         key = cache_key(
             # Conversions of one program differ in generated names: hash the canonical form.

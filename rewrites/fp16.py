@@ -38,6 +38,15 @@ FP16_MAX = 65504.0
 # more add before the next check.
 STORE_BOUND = 2.0**14
 ACCUMULATE_FP32_TERMS = 256
+FP16_EXACT_INTEGERS = 2048.0  # every integer up to 2^11 is exact in fp16
+# Ops whose output holds integers when their float data inputs do.
+_INTEGRAL_OPS = frozenset(
+    {
+        "Add", "Sub", "Mul", "Neg", "Abs", "Max", "Min", "Relu", "Sum", "Pad", "Slice",
+        "Concat", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Gather", "Where", "Expand",
+        "Tile", "Split", "Identity", "Flatten", "ReduceSum", "ReduceMax", "ReduceMin", "Clip",
+    }
+)  # fmt: skip
 FLOAT = TensorProto.FLOAT
 HALF = TensorProto.FLOAT16
 _ACCUMULATING = ("ReduceSum", "ReduceMean", "Conv", "MatMul", "Gemm", "AveragePool")
@@ -186,6 +195,12 @@ class _Builder:
         self.half: dict[str, tuple[str, int]] = {}  # fp32 value -> (fp16 value, exponent)
         self.fp32_islands: list[str] = []
         self.counter = 0
+        # Float values that hold integers (casts of integers, integer constants, and sums,
+        # products, moves and picks of them), and those kept in fp32 (`wide`): an integer past
+        # 2^11 is not exact in fp16, and graphs that compute integer arithmetic in float (tf2onnx
+        # writes Canny's that way) must stay exact.
+        self.integral: set[str] = set()
+        self.wide: dict[str, str] = {}
 
     def fresh(self, base: str) -> str:
         self.counter += 1
@@ -238,6 +253,8 @@ class _Builder:
         constant = self.graph.constants.get(name)
         if constant is not None:
             return name
+        if name in self.wide:
+            return self.wide[name]
         stored, exponent = self.half[name]
         up = self.emit("Cast", [stored], name + "_fp32", to=FLOAT)
         if exponent == 0:
@@ -266,12 +283,38 @@ class _Builder:
 
     # -- nodes -----------------------------------------------------------------------------
 
+    def holds_integers(self, node: onnx.NodeProto) -> bool:
+        op = node.op_type
+        if op in ("Round", "Floor", "Ceil") or (op == "Cast" and not self.is_float(node.input[0])):
+            return True
+        if op not in _INTEGRAL_OPS:
+            return False
+        data = _DATA_INPUTS.get(op)
+        for i, name in enumerate(node.input):
+            if not self.is_float(name) or (data is not None and i not in data):
+                continue
+            constant = self.graph.constants.get(name)
+            if constant is not None:
+                if not np.array_equal(constant, np.round(constant)):
+                    return False
+            elif name not in self.integral:
+                return False
+        return True
+
     def node(self, node: onnx.NodeProto) -> None:
         float_in = [i for i, n in enumerate(node.input) if self.is_float(n)]
         float_out = [n for n in node.output if self.is_float(n)]
         op = node.op_type
         if not float_in and not float_out:
             self.nodes.append(node)
+            return
+        if float_out and self.holds_integers(node):
+            self.integral.update(float_out)
+        exact_limit = max((self.magnitude(n) for n in float_out if n in self.integral), default=0)
+        if self.scaling and (
+            exact_limit > FP16_EXACT_INTEGERS or any(n in self.wide for n in node.input)
+        ):
+            self.keep_fp32(node)
             return
         if op == "Cast":
             self.cast(node)
@@ -298,6 +341,19 @@ class _Builder:
                 self.passthrough(node, data_in)
         except OverflowError:
             self.island(node, data_in)  # an unbounded range: fp32 keeps what fp16 cannot
+
+    def keep_fp32(self, node: onnx.NodeProto) -> None:
+        """Run `node` on fp32 values, its float outputs kept in fp32 for its consumers."""
+        new = onnx.NodeProto()
+        new.CopyFrom(node)
+        for i, name in enumerate(node.input):
+            if self.is_float(name):
+                new.input[i] = self.fp32(name)
+        for i, name in enumerate(node.output):
+            if self.is_float(name):
+                new.output[i] = self.wide[name] = self.fresh(name + "_fp32")
+        self.nodes.append(new)
+        self.fp32_islands.append(f"{node.op_type} {node.name} (exact integers past 2^11)")
 
     def rewire(self, node: onnx.NodeProto, inputs: dict[int, str], exponent: int) -> None:
         """Emit `node` with some inputs replaced and its float outputs recorded at `exponent`."""

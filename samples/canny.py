@@ -56,10 +56,10 @@ def make_track(rounds=ROUNDS):
 
 
 def build(
-    target: str = "cpu", low=LOW, high=HIGH, l2_gradient=L2_GRADIENT, rounds=ROUNDS
+    target: str = "cpu", low=LOW, high=HIGH, l2_gradient=L2_GRADIENT, rounds=ROUNDS, **options
 ) -> workload.Compiled:
-    prepare = gdp.compile(make_prepare(low, high, l2_gradient), target=target)
-    step = gdp.compile(make_track(rounds), target=target)
+    prepare = gdp.compile(make_prepare(low, high, l2_gradient), target=target, **options)
+    step = gdp.compile(make_track(rounds), target=target, **options)
 
     def run(rgb):
         maps = prepare.submit({"rgb": rgb}, wait=True).result()

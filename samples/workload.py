@@ -50,10 +50,11 @@ class Compiled:
         return sum(m.report()["kernels"] for m in self.models)
 
 
-def build(module: ModuleType, target: str = "cpu") -> Compiled:
+def build(module: ModuleType, target: str = "cpu", **options) -> Compiled:
+    """The workload compiled for `target`; `options` go to gdp.compile (precision=...)."""
     if hasattr(module, "build"):
-        return module.build(target)
-    model = gdp.compile(module.program, target=target)
+        return module.build(target, **options)
+    model = gdp.compile(module.program, target=target, **options)
     return Compiled(lambda **inputs: model.submit(inputs, wait=True).result(), [model])
 
 
