@@ -184,10 +184,7 @@ def _cast(ins, facts) -> Interval:
     if limits is None:
         return lo, hi
     if facts.get("to_integer"):  # casts to integers truncate toward zero
-        lo, hi = (
-            math.trunc(lo) if math.isfinite(lo) else lo,
-            (math.trunc(hi) if math.isfinite(hi) else hi),
-        )
+        lo, hi = (math.trunc(v) if math.isfinite(v) else v for v in (lo, hi))
     return max(lo, limits[0]), min(hi, limits[1])
 
 

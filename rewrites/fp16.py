@@ -33,9 +33,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from gdp.errors import UnsupportedOpError
 
-FP16_MAX = 65504.0
-# gdp keeps stored fp16 magnitudes at or below this: a margin of 4 for rounding and for one
-# more add before the next check.
+# gdp keeps stored fp16 magnitudes at or below this (fp16 tops at 65504): a margin of 4 for
+# rounding and for one more add before the next check.
 STORE_BOUND = 2.0**14
 ACCUMULATE_FP32_TERMS = 256
 FP16_EXACT_INTEGERS = 2048.0  # every integer up to 2^11 is exact in fp16
@@ -51,16 +50,12 @@ FLOAT = TensorProto.FLOAT
 HALF = TensorProto.FLOAT16
 _ACCUMULATING = ("ReduceSum", "ReduceMean", "Conv", "MatMul", "Gemm", "AveragePool")
 # Inputs of these ops that are not data (sizes, axes, roi/scales) keep their type.
-_DATA_INPUTS = {"Resize": (0,), "Pad": (0, 2), "Clip": (0, 1, 2), "Slice": (0,), "Where": (1, 2)}
+_DATA_INPUTS = {"Resize": (0,), "Pad": (0, 2), "Slice": (0,), "Where": (1, 2)}
 
 
 def rupw2(m: float) -> float:
     """m rounded up to a power of two (1 for m <= 1: scales only ever shrink)."""
     return 2.0 ** max(0, math.ceil(math.log2(m))) if m > 1 else 1.0
-
-
-def _magnitude(interval: P.Interval) -> float:
-    return max(abs(interval[0]), abs(interval[1]))
 
 
 def _np_dtype(elem_type: int) -> str:
@@ -130,15 +125,6 @@ def _facts(node: onnx.NodeProto, graph: _Graph) -> dict:
     elif op == "BitShift":
         facts["result"] = P.dtype_range(_np_dtype(graph.types[node.output[0]]))
     return facts
-
-
-def value_ranges(
-    model: onnx.ModelProto, input_ranges: Mapping[str, tuple[float, float]]
-) -> dict[str, P.Interval]:
-    """Every value's interval, from the inputs' (integer inputs: their dtype's; float inputs:
-    `input_ranges`, which must name each)."""
-    graph = _Graph(model)
-    return _propagate(graph, input_ranges)
 
 
 def _propagate(graph: _Graph, input_ranges) -> dict[str, P.Interval]:
@@ -220,7 +206,8 @@ class _Builder:
         return bool(name) and self.graph.types.get(name) == FLOAT
 
     def magnitude(self, name: str) -> float:
-        return _magnitude(self.ranges.get(name, P.UNBOUNDED))
+        lo, hi = self.ranges.get(name, P.UNBOUNDED)
+        return max(abs(lo), abs(hi))
 
     # -- values at a chosen scale ------------------------------------------------------------
 
@@ -342,30 +329,35 @@ class _Builder:
         except OverflowError:
             self.island(node, data_in)  # an unbounded range: fp32 keeps what fp16 cannot
 
-    def keep_fp32(self, node: onnx.NodeProto) -> None:
-        """Run `node` on fp32 values, its float outputs kept in fp32 for its consumers."""
-        new = onnx.NodeProto()
-        new.CopyFrom(node)
-        for i, name in enumerate(node.input):
-            if self.is_float(name):
-                new.input[i] = self.fp32(name)
-        for i, name in enumerate(node.output):
-            if self.is_float(name):
-                new.output[i] = self.wide[name] = self.fresh(name + "_fp32")
-        self.nodes.append(new)
-        self.fp32_islands.append(f"{node.op_type} {node.name} (exact integers past 2^11)")
-
-    def rewire(self, node: onnx.NodeProto, inputs: dict[int, str], exponent: int) -> None:
-        """Emit `node` with some inputs replaced and its float outputs recorded at `exponent`."""
+    def copy(
+        self, node: onnx.NodeProto, inputs: dict[int, str], fp32_because: str = ""
+    ) -> list[tuple[str, str]]:
+        """Emit `node` with some inputs replaced and fresh names for its float outputs; returns
+        (source name, new name) of each. `fp32_because`: it computes in fp32, logged why."""
         new = onnx.NodeProto()
         new.CopyFrom(node)
         for i, name in inputs.items():
             new.input[i] = name
+        outputs = []
         for i, name in enumerate(node.output):
             if self.is_float(name):
-                new.output[i] = self.fresh(name)
-                self.half[name] = (new.output[i], exponent)
+                new.output[i] = self.fresh(name + ("_fp32" if fp32_because else ""))
+                outputs.append((name, new.output[i]))
         self.nodes.append(new)
+        if fp32_because:
+            self.fp32_islands.append(f"{node.op_type} {node.name} ({fp32_because})")
+        return outputs
+
+    def keep_fp32(self, node: onnx.NodeProto) -> None:
+        """Run `node` on fp32 values, its float outputs kept in fp32 for its consumers."""
+        inputs = {i: self.fp32(n) for i, n in enumerate(node.input) if self.is_float(n)}
+        for name, value in self.copy(node, inputs, "exact integers past 2^11"):
+            self.wide[name] = value
+
+    def rewire(self, node: onnx.NodeProto, inputs: dict[int, str], exponent: int) -> None:
+        """Emit `node` with some inputs replaced and its float outputs recorded at `exponent`."""
+        for name, value in self.copy(node, inputs):
+            self.half[name] = (value, exponent)
 
     def passthrough(self, node, data_in: list[int]) -> None:
         """One float operand whose scale carries to the output (memory-only, existing)."""
@@ -441,14 +433,8 @@ class _Builder:
         inputs = {}
         for i, n, e in zip(data_in, names, exponents, strict=True):
             inputs[i] = self.emit("Cast", [self.at(n, e)], n + "_accumulate", to=FLOAT)
-        new = onnx.NodeProto()
-        new.CopyFrom(node)
-        for i, name in inputs.items():
-            new.input[i] = name
-        new.output[0] = self.fresh(node.output[0] + "_fp32")
-        self.nodes.append(new)
-        self.fp32_islands.append(f"{node.op_type} {node.name} (accumulates {terms} terms)")
-        self.from_fp32(node.output[0], new.output[0], total)
+        for name, value in self.copy(node, inputs, f"accumulates {terms} terms"):
+            self.from_fp32(name, value, total)
 
     def island(self, node, data_in: list[int]) -> None:
         """A non-linear op on the true values: in fp16 where input and output fit it, else in
@@ -460,18 +446,8 @@ class _Builder:
         if fits or not self.scaling:
             self.rewire(node, {i: self.at(n, 0) for i, n in zip(data_in, names, strict=True)}, 0)
             return
-        new = onnx.NodeProto()
-        new.CopyFrom(node)
-        for i, n in zip(data_in, names, strict=True):
-            new.input[i] = self.fp32(n)
-        outs = []
-        for i, name in enumerate(node.output):
-            if self.is_float(name):
-                new.output[i] = self.fresh(name + "_fp32")
-                outs.append((name, new.output[i]))
-        self.nodes.append(new)
-        self.fp32_islands.append(f"{node.op_type} {node.name}")
-        for name, value in outs:
+        inputs = {i: self.fp32(n) for i, n in zip(data_in, names, strict=True)}
+        for name, value in self.copy(node, inputs, "non-linear, past fp16's range"):
             self.from_fp32(name, value)
 
     def cast(self, node) -> None:
