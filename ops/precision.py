@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 MEMORY = "memory-only"
 EXISTING = "returns-existing-values"
 LINEAR = "linear"
@@ -320,8 +322,6 @@ RANGE_TRANSFER: dict[str, Callable[[Sequence[Interval], dict], Interval]] = {
 
 def dtype_range(dtype: str) -> Interval | None:
     """The values an integer or bool dtype holds (None for floats: their range is the data's)."""
-    import numpy as np
-
     if dtype == "bool":
         return 0.0, 1.0
     kind = np.dtype(dtype)
