@@ -178,6 +178,7 @@ def calibrate(target: str = "cpu", runs: int = 30, store: bool = True) -> CostPr
         source=f"gdp calibrate on this machine, {date.today().isoformat()}",
         dtype="float32",
         ops=ops,
+        fp16_arithmetic="fp32",  # the cpu and gpu convert fp16 to fp32 to compute
     )
     if store:
         store_profile(profile, default_cache_dir())

@@ -17,7 +17,7 @@ import onnx
 from gdp.errors import ExecutionError, InputError, OutputBufferError, TargetError
 from gdp.frontend.common import IR_VERSION
 from gdp.rewrites import apply_rewrites, canonical_names, load_profile, specialize_shapes
-from gdp.rewrites.fp16 import rupw2, to_fp16
+from gdp.rewrites.fp16 import ARITHMETICS, rupw2, to_fp16
 from gdp.runtime import queue
 from gdp.runtime.backends import Executable, get_backend
 from gdp.runtime.cache import DiskCache, cache_key
@@ -55,7 +55,8 @@ PRECISIONS = ("auto", "fp32", "fp16")
 # Options every target takes (the rest are the backend's).
 # fp16_scaling=False is naive fp16 (everything cast, nothing scaled): only for showing what
 # the scaling buys (docs/precision.md); it can overflow.
-MODEL_OPTIONS = frozenset({"precision", "input_ranges", "fp16_scaling"})
+# fp16_arithmetic ("fp16" | "fp32") overrides the profile's: how fp16 values are computed on.
+MODEL_OPTIONS = frozenset({"precision", "input_ranges", "fp16_scaling", "fp16_arithmetic"})
 
 
 class Model:
@@ -72,6 +73,11 @@ class Model:
         self._cache = DiskCache(cache_dir)
         self.precision = self._precision(self.options.get("precision", "auto"))
         self.input_ranges = self._input_ranges(self.options.get("input_ranges"), graph)
+        arithmetic = self.options.get("fp16_arithmetic", "fp16")
+        if arithmetic not in ARITHMETICS:
+            raise TargetError(
+                f"fp16_arithmetic: expected one of {list(ARITHMETICS)}, got {arithmetic!r}"
+            )
         unknown = sorted(set(self.options) - self._backend.options - MODEL_OPTIONS)
         if unknown:
             raise TargetError(
@@ -247,7 +253,10 @@ class Model:
         fp16_report = None
         if fp16:
             scaling = bool(self.options.get("fp16_scaling", True))
-            graph, fp16_report = to_fp16(graph, ranges, scaling=scaling)
+            arithmetic = self.options.get(
+                "fp16_arithmetic", profile.fp16_arithmetic if profile else "fp16"
+            )
+            graph, fp16_report = to_fp16(graph, ranges, scaling=scaling, arithmetic=arithmetic)
         graph.ir_version = min(graph.ir_version, IR_VERSION)
         key = cache_key(
             # Conversions of one program differ in generated names: hash the canonical form.

@@ -187,6 +187,8 @@ class _Builder:
         # writes Canny's that way) must stay exact.
         self.integral: set[str] = set()
         self.wide: dict[str, str] = {}
+        # fp16 constants -> their exact scaled values (fp32 arithmetic takes these, unrounded).
+        self.exact: dict[str, np.ndarray] = {}
 
     def fresh(self, base: str) -> str:
         self.counter += 1
@@ -216,7 +218,9 @@ class _Builder:
         constant = self.graph.constants.get(name)
         if constant is not None and constant.dtype == np.float32:
             scaled = constant.astype(np.float64) * 2.0**exponent
-            return self.constant(scaled.astype(np.float16), name)
+            stored = self.constant(scaled.astype(np.float16), name)
+            self.exact[stored] = scaled
+            return stored
         stored, have = self.half[name]
         if have == exponent:
             return stored
@@ -475,13 +479,24 @@ class _Builder:
         self.nodes.append(node)
 
 
+ARITHMETICS = ("fp16", "fp32")
+
+
 def to_fp16(
     model: onnx.ModelProto,
     input_ranges: Mapping[str, tuple[float, float]] | None = None,
     scaling: bool = True,
+    arithmetic: str = "fp16",
 ) -> tuple[onnx.ModelProto, dict]:
     """The fp16 form of a static-shape fp32 graph, and a report: each output's scale exponent,
-    the ops kept in fp32, and the ranges that decided. Inputs and outputs keep their types."""
+    each scaled value's exponent, the ops kept in fp32, and the ranges that decided. Inputs and
+    outputs keep their types.
+
+    `arithmetic` is how the target computes on fp16 values: "fp16" rounds every op's result
+    (the NPU's vector unit); "fp32" stores fp16 but computes in fp32 (x86 and CUDA cores
+    convert fp16 to fp32 to compute anyway), see `_fp32_arithmetic`."""
+    if arithmetic not in ARITHMETICS:
+        raise ValueError(f"arithmetic: expected one of {list(ARITHMETICS)}, got {arithmetic!r}")
     graph = _Graph(model)
     ranges = _propagate(graph, dict(input_ranges or {}))
     builder = _Builder(graph, ranges, scaling)
@@ -512,9 +527,15 @@ def to_fp16(
     out = helper.make_model(new_graph, opset_imports=list(graph.model.opset_import))
     out.ir_version = graph.model.ir_version
     out = _drop_unused(out)
+    if arithmetic == "fp32":
+        out = _drop_unused(_fp32_arithmetic(out, builder.exact))
     report = {
         "scaling": scaling,
+        "arithmetic": arithmetic,
         "output_scales": {k: f"2^{v}" for k, v in outputs.items()},
+        # Every value stored at a scale other than 1 (source graph names): the factors the
+        # restore walks back.
+        "scales": {k: f"2^{e}" for k, (_, e) in builder.half.items() if e != 0},
         "fp32_ops": builder.fp32_islands,
         "input_ranges": {v.name: ranges[v.name] for v in g.input if v.name in ranges},
     }
@@ -537,3 +558,69 @@ def _drop_unused(model: onnx.ModelProto) -> onnx.ModelProto:
     del g.initializer[:]
     g.initializer.extend(inits)
     return model
+
+
+def _fp32_arithmetic(model: onnx.ModelProto, exact: Mapping[str, np.ndarray]) -> onnx.ModelProto:
+    """fp16 storage, fp32 arithmetic: every op that computes on fp16 values (linear and
+    non-linear classes, and elementwise picks) reads them as fp32, computes in fp32 and rounds its
+    result to fp16 once. Between two elementwise ops the value is not rounded at all: the
+    consumer takes the fp32 result, as a fused kernel holds it in registers. Stored values (those
+    read by moves, convolutions, reductions, and outputs) stay fp16, so the bytes moved are
+    fp16's; the scales are unchanged (every bound holds for the unrounded values too). fp16
+    constants are replaced by their exact scaled values in fp32."""
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    g = inferred.graph
+    types = {v.name: v.type.tensor_type.elem_type for v in [*g.input, *g.value_info, *g.output]}
+    types.update({i.name: i.data_type for i in g.initializer})
+    twin: dict[str, str] = {}  # an fp16 value -> the fp32 value it is the rounding of
+    widened: dict[str, str] = {}  # an fp16 constant -> its exact fp32 copy
+    initializers = list(g.initializer)
+    nodes: list[onnx.NodeProto] = []
+    for node in g.node:
+        op = node.op_type
+        if op == "Cast":
+            to = helper.get_attribute_value(node.attribute[0])
+            source = node.input[0]
+            if to == HALF and types.get(source) == FLOAT:
+                twin[node.output[0]] = source
+            nodes.append(node)
+            continue
+        half_in = [i for i, n in enumerate(node.input) if n and types.get(n) == HALF]
+        half_out = [i for i, n in enumerate(node.output) if types.get(n) == HALF]
+        klass = P.PRECISION_CLASS.get(op)
+        computes = op in P.ELEMENTWISE or klass in (P.LINEAR, P.NONLINEAR)
+        if not computes or not (half_in or half_out):
+            nodes.append(node)
+            continue
+        new = onnx.NodeProto()
+        new.CopyFrom(node)
+        for i in half_in:
+            name = node.input[i]
+            if name in exact:
+                if name not in widened:
+                    widened[name] = name + "_fp32"
+                    initializers.append(
+                        numpy_helper.from_array(exact[name].astype(np.float32), widened[name])
+                    )
+                new.input[i] = widened[name]
+            elif op in P.ELEMENTWISE and name in twin:
+                new.input[i] = twin[name]
+            else:
+                up = f"{name}_fp32_{node.name or op}_{i}"
+                nodes.append(helper.make_node("Cast", [name], [up], name=up, to=FLOAT))
+                new.input[i] = up
+        casts = []
+        for i in half_out:
+            name = node.output[i]
+            new.output[i] = name + "_fp32a"
+            casts.append(helper.make_node("Cast", [new.output[i]], [name], name=name, to=HALF))
+            twin[name] = new.output[i]  # an elementwise consumer is fused behind it
+        nodes.append(new)
+        nodes.extend(casts)
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    del out.graph.node[:]
+    out.graph.node.extend(nodes)
+    del out.graph.initializer[:]
+    out.graph.initializer.extend(initializers)
+    return out

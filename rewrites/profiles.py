@@ -57,6 +57,9 @@ class CostProfile:
     source: str  # where the numbers come from: measured (when, where) or shipped
     dtype: str
     ops: dict[str, OpCost]
+    # How the target computes on fp16 values (gdp.rewrites.fp16's `arithmetic`): "fp16" rounds
+    # every op (the Ascend vector unit), "fp32" stores fp16 and computes in fp32.
+    fp16_arithmetic: str = "fp16"
 
     def ms(self, op: str, elements: int) -> float:
         """The profile's time for `op` on `elements` input elements (scaled linearly)."""
@@ -122,6 +125,8 @@ CPU_DEFAULT = CostProfile(
     target="cpu",
     source="shipped default: gdp calibrate on a 2-core AMD Zen 3 (TVM 0.27 llvm, float32)",
     dtype="float32",
+    # x86 without AVX512-FP16 has no fp16 arithmetic: it converts to fp32 to compute anyway.
+    fp16_arithmetic="fp32",
     ops={
         "transpose": OpCost(11.7569, _M),
         "abs": OpCost(0.8654, _M),

@@ -31,7 +31,11 @@ def test_gdp_bench_writes_json_and_markdown(tmp_path):
     result = json.loads((tmp_path / "bench.json").read_text())
     assert result["copy_bandwidth_Bps"] > 0
     (row,) = result["rows"]
-    assert row["workload"] == "tone" and set(row["peers"]) == {"gdp fp32", "OpenCV/NumPy"}
+    assert row["workload"] == "tone" and set(row["peers"]) == {
+        "gdp fp32",
+        "gdp fp16",
+        "OpenCV/NumPy",
+    }
     assert row["roofline_ms"] > 0 and row["speedup"]["OpenCV/NumPy"] > 0
     assert "| tone |" in (tmp_path / "bench.md").read_text()
     assert (tmp_path / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -23,10 +23,12 @@ import workload  # noqa: E402
 
 # GDPNPU's table 5-4: relative error of fp16 against fp32, per workload (canny and knn: the
 # same edges and the same neighbour). gdp measures sum|fp16 - fp32| / sum|fp32| per output.
-THESIS_BOUND = {"tone": 2e-4, "gaussian": 6e-4, "sharpness": 1.8e-3, "mean_std": 8e-4, "knn": 0.0}
-# Where gdp does not reach the thesis's bound, the bound it holds (and why) -- see
-# docs/precision.md: tone's input in [0, 1] is already rounded by 2^-12 when it enters fp16.
-GDP_BOUND = {**THESIS_BOUND, "tone": 6e-4, "knn": 1e-4}
+# knn's distance is an output too: gdp holds it to 1e-4 (the neighbour itself is identical).
+THESIS_BOUND = {"tone": 2e-4, "gaussian": 6e-4, "sharpness": 1.8e-3, "mean_std": 8e-4, "knn": 1e-4}
+# The bound gdp holds per arithmetic: fp32 arithmetic (cpu, gpu) meets the thesis's; with fp16
+# arithmetic (the npu's) every op of tone's rational function rounds, ~0.05% in all (see
+# docs/precision.md).
+GDP_BOUND = {"fp32": THESIS_BOUND, "fp16": {**THESIS_BOUND, "tone": 6e-4}}
 
 
 def adversarial(shape, dtype, value_max) -> dict[str, np.ndarray]:
@@ -49,10 +51,11 @@ def relative_error(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.abs(got - want).sum() / scale) if scale else float(np.abs(got).sum())
 
 
+@pytest.mark.parametrize("arithmetic", ["fp32", "fp16"])
 @pytest.mark.parametrize("name", ["tone", "gaussian", "sharpness", "mean_std", "knn"])
-def test_workloads_in_fp16_stay_finite_and_within_the_thesis_errors(name):
+def test_workloads_in_fp16_stay_finite_and_within_the_thesis_errors(name, arithmetic):
     module = importlib.import_module(name)
-    fp16 = gdp.compile(module.program, target="cpu", precision="fp16")
+    fp16 = gdp.compile(module.program, target="cpu", precision="fp16", fp16_arithmetic=arithmetic)
     photo = module.inputs()
     cases = {"photo": photo}
     image_input = next(iter(photo))
@@ -68,10 +71,53 @@ def test_workloads_in_fp16_stay_finite_and_within_the_thesis_errors(name):
             assert np.isfinite(np.asarray(got[key], np.float64)).all(), (label, key)
             if label == "photo":
                 error = relative_error(got[key], want[key])
-                assert error <= GDP_BOUND[name], (key, error)
+                assert error <= GDP_BOUND[arithmetic][name], (key, error)
             else:  # flat and extreme images: the fp32 answer within fp16's rounding
-                np.testing.assert_allclose(got[key], want[key], rtol=2e-3, atol=2e-3 * top)
+                # (sharpness: its Laplacian differences grey values of ~150 that are stored
+                # in fp16, rounded by up to 2^-11 * 150 each, and squares them: up to ~0.6%.)
+                rtol = 6e-3 if name == "sharpness" else 2e-3
+                np.testing.assert_allclose(got[key], want[key], rtol=rtol, atol=2e-3 * top)
     assert fp16.report()["precision"] == "fp16"
+    assert fp16.report()["fp16"]["arithmetic"] == arithmetic
+
+
+def test_fp32_arithmetic_rounds_only_stored_values():
+    """(x * 3 + 1) * x with fp32 arithmetic: the chain computes in fp32 and only the output is
+    rounded to fp16, so the result is the fp32 answer rounded once; with fp16 arithmetic each op
+    rounds. Constants keep their exact values (not 3 rounded to fp16's 11 bits)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes = [
+        helper.make_node("Mul", ["x", "k"], ["a"]),
+        helper.make_node("Add", ["a", "one"], ["b"]),
+        helper.make_node("Mul", ["b", "x"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4096])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4096])],
+        initializer=[
+            numpy_helper.from_array(np.array(0.1, np.float32), "k"),
+            numpy_helper.from_array(np.array(1.0, np.float32), "one"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = np.random.default_rng(0).uniform(0.01, 1, 4096).astype(np.float32)
+    want = (x.astype(np.float64) * 0.1 + 1) * x  # NumPy, in float64
+    errors = {}
+    for arithmetic in ("fp32", "fp16"):
+        half, report = to_fp16(model, {"x": (0.0, 1.0)}, arithmetic=arithmetic)
+        assert report["arithmetic"] == arithmetic
+        got = gdp.compile(half, target="cpu")(x)  # TVM rounds fp16 for real (onnxruntime not)
+        errors[arithmetic] = float(np.max(np.abs(got - want) / want))
+        if arithmetic == "fp32":
+            # The fp32 input is read as it is, the chain runs in fp32, and the result is
+            # rounded to fp16 once (stored) and cast back: the casts are the output's two.
+            casts = [n for n in half.graph.node if n.op_type == "Cast"]
+            assert len(casts) == 2, [n.name for n in casts]
+    assert errors["fp32"] <= 2.0**-11 * 1.001  # one rounding to fp16: half an ulp at most
+    assert errors["fp16"] > 2.0**-11  # rounded after every op (and 0.1 rounded to fp16)
 
 
 def test_naive_fp16_overflows_where_scaling_does_not():
