@@ -9,6 +9,7 @@ gdp.sync()
 from gdp.api import compile, default_target, load, run_async, set_target, sync  # noqa: E402,I001 - errors first: all layers use them
 from gdp.errors import (
     CompileError,
+    DeviceError,
     ExecutionError,
     FrontendError,
     GdpError,
@@ -24,6 +25,7 @@ from gdp.version import __version__
 
 __all__ = [
     "CompileError",
+    "DeviceError",
     "ExecutionError",
     "FrontendError",
     "GdpError",

@@ -44,3 +44,13 @@ class CompileError(GdpError):
 
 class ExecutionError(GdpError):
     """A compiled model failed while running."""
+
+
+class DeviceError(ExecutionError):
+    """A device runtime call failed (Ascend ACL): `call` is the API, `code` its error number."""
+
+    def __init__(self, call: str, code: int, detail: str = "") -> None:
+        self.call = call
+        self.code = code
+        msg = f"{call} failed with ACL error {code}"
+        super().__init__(f"{msg}: {detail}" if detail else msg)

@@ -13,6 +13,8 @@ class Profile:
     copy_out_s: float = 0.0
     # (kernel name, seconds) in call order; a kernel called twice appears twice.
     kernels: list[tuple[str, float]] = field(default_factory=list)
+    # Where a device profiler wrote its own trace (the npu: acl.prof's data, read with msprof).
+    trace_dir: str | None = None
 
     @property
     def total_s(self) -> float:
@@ -26,6 +28,7 @@ class Profile:
             "copy_out_s": self.copy_out_s,
             "total_s": self.total_s,
             "kernels": [{"name": n, "seconds": s} for n, s in self.kernels],
+            "trace_dir": self.trace_dir,
         }
 
     def table(self) -> str:

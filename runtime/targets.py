@@ -20,6 +20,14 @@ class Target:
     substitutions: tuple[str, ...] = ()
 
 
+# The measured substitutions every compiling target weighs against its own profile.
+SUBSTITUTIONS = (
+    "neighbour_differences",
+    "split_reduce",
+    "separable_filters",
+    "channel_parallel_filters",
+)
+
 TARGETS: dict[str, Target] = {
     t.name: t
     for t in [
@@ -28,12 +36,21 @@ TARGETS: dict[str, Target] = {
             "tvm-llvm",
             doc="this machine's CPU through TVM Relax (llvm, native mcpu)",
             profile="cpu",
-            substitutions=(
-                "neighbour_differences",
-                "split_reduce",
-                "separable_filters",
-                "channel_parallel_filters",
-            ),
+            substitutions=SUBSTITUTIONS,
+        ),
+        Target(
+            "npu",
+            "ascend",
+            doc="a Huawei Ascend NPU: ONNX -> ATC -> .om, run through pyACL (docs/ascend.md)",
+            profile="npu",
+            substitutions=SUBSTITUTIONS,
+        ),
+        Target(
+            "npu-emulate",
+            "npu-emulate",
+            doc="the npu's exact graph (fp16, opset-limited) run on this CPU by TVM",
+            profile="npu",
+            substitutions=SUBSTITUTIONS,
         ),
         Target(
             "reference", "onnxruntime", doc="onnxruntime fp32 on the front end's graph: the oracle"

@@ -15,6 +15,8 @@ __all__ = ["BACKENDS", "Backend", "Executable", "get_backend"]
 BACKENDS: dict[str, str] = {
     "tvm-llvm": "gdp.runtime.backends.tvm_llvm:TvmLlvmBackend",
     "onnxruntime": "gdp.runtime.backends.onnxruntime:OnnxRuntimeBackend",
+    "ascend": "gdp.runtime.backends.ascend:AscendBackend",
+    "npu-emulate": "gdp.runtime.backends.npu_emulate:NpuEmulateBackend",
 }
 _instances: dict[str, Backend] = {}
 

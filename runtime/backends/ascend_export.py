@@ -39,11 +39,15 @@ def export(model: onnx.ModelProto, opset: int = DEFAULT_OPSET) -> onnx.ModelProt
         raise UnsupportedOpError(
             "export", foreign[0], f"ops of domain {foreign[0]!r}: ATC reads only ai.onnx ops"
         )
-    if default_opset(model) != opset:
+    current = default_opset(model)
+    if opset < current:
+        model = _downgrade(model, opset)
+    elif opset > current:
         try:
             model = version_converter.convert_version(model, opset)
         except Exception as err:  # the converter names the op it has no adapter for
             raise CompileError(f"converting the graph to ONNX opset {opset} failed: {err}") from err
+    model = _constants_to_initializers(model)
     try:
         model = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
     except Exception as err:
@@ -52,6 +56,103 @@ def export(model: onnx.ModelProto, opset: int = DEFAULT_OPSET) -> onnx.ModelProt
     check_operators(model, opset)
     onnx.checker.check_model(model)
     return model
+
+
+# Ops whose newer versions (up to 18) only widened their types or added an attribute: at a lower
+# opset the same node means the same thing, as long as it uses neither the new types (the
+# checker verifies the types against the lower opset's schema) nor the new attribute's non-default
+# value (checked here). ONNX's version converter has no down-conversion adapters for most of
+# them (Identity 16 -> 13 fails), and onnxscript's converts only upwards.
+_SAME_BELOW: dict[str, dict[str, object]] = {
+    **dict.fromkeys(
+        [
+            "Add",
+            "Sub",
+            "Mul",
+            "Div",
+            "Relu",
+            "Pow",
+            "CumSum",
+            "Identity",
+            "Where",
+            "If",
+            "GreaterOrEqual",
+            "LessOrEqual",
+            "LeakyRelu",
+            "PRelu",
+        ],
+        {},
+    ),  # fmt: skip
+    "Reshape": {"allowzero": 0},
+    "ScatterElements": {"reduction": b"none"},
+    "ScatterND": {"reduction": b"none"},
+    "Shape": {"start": 0},
+}
+
+
+def _downgrade(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
+    """`model` relabelled to a lower opset, where every node means the same there."""
+    current = default_opset(model)
+    for node in model.graph.node:
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        now = onnx.defs.get_schema(node.op_type, current).since_version
+        try:
+            then = onnx.defs.get_schema(node.op_type, opset).since_version
+        except onnx.defs.SchemaError:
+            then = None
+        if then == now:
+            continue
+        defaults = _SAME_BELOW.get(node.op_type)
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        extra = [k for k, v in (defaults or {}).items() if k in attrs and attrs[k] != v] + (
+            ["end"] if node.op_type == "Shape" and "end" in attrs else []
+        )
+        if then is None or defaults is None or extra:
+            why = (
+                f"it does not exist at opset {opset}"
+                if then is None
+                else f"its opset-{now} definition differs from opset {then}'s"
+                + (f" (attribute {extra[0]!r} is used)" if extra else "")
+            )
+            raise UnsupportedOpError(
+                node.op_type,
+                node.name,
+                f"cannot be exported at opset {opset}: {why}; compile"
+                f" with opset= {current} (CANN 7.0+ takes up to 18)",
+            )
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    for entry in out.opset_import:
+        if entry.domain in ("", "ai.onnx"):
+            entry.version = opset
+    try:
+        onnx.checker.check_model(out, full_check=True)
+    except onnx.checker.ValidationError as err:
+        raise CompileError(f"the graph is not valid ONNX at opset {opset}: {err}") from err
+    return out
+
+
+def _constants_to_initializers(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Constant nodes become initializers: ATC takes Constant only up to opset 13."""
+    g = model.graph
+    constants = [n for n in g.node if n.op_type == "Constant"]
+    if not constants:
+        return model
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    kept = []
+    for node in out.graph.node:
+        if node.op_type == "Constant" and node.attribute[0].name == "value":
+            tensor = onnx.TensorProto()
+            tensor.CopyFrom(node.attribute[0].t)
+            tensor.name = node.output[0]
+            out.graph.initializer.append(tensor)
+        else:
+            kept.append(node)
+    del out.graph.node[:]
+    out.graph.node.extend(kept)
+    return out
 
 
 def _check_static(model: onnx.ModelProto) -> None:
