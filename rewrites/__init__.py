@@ -17,6 +17,7 @@ from gdp.rewrites.canonicalize import (
     omit_empty_resize_inputs,
     pad_in_integer_type,
     reverse_sequence_to_slice,
+    small_integer_arithmetic_widened,
 )
 from gdp.rewrites.control_flow import neighbour_differences
 from gdp.rewrites.profiles import CostProfile, load_profile
@@ -61,6 +62,12 @@ REWRITES: dict[str, Rewrite] = {
             "reverse_sequence_to_slice",
             "ReverseSequence over whole sequences (tf.reverse) -> Slice with step -1",
             reverse_sequence_to_slice,
+        ),
+        Rewrite(
+            "small_integer_arithmetic_widened",
+            "Add/Sub/Mul/Div on 8- and 16-bit integers -> in int32/int64, wrapped back with Mod"
+            " (opsets below 14 have no small-integer arithmetic)",
+            small_integer_arithmetic_widened,
         ),
         Rewrite(
             "neighbour_differences",

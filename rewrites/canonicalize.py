@@ -170,3 +170,86 @@ def pad_in_integer_type(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
         return model, 0
     ir.passes.common.RemoveUnusedNodesPass()(graph)
     return ir.serde.serialize_model(graph), changed
+
+
+# Small integer types ONNX's arithmetic takes only from opset 14: their widened type (products of
+# two 16-bit values need 32 bits plus a sign) and the modulus of their wrap-around.
+_SMALL_INTEGERS = {
+    ir.DataType.UINT8: (ir.DataType.INT32, 8, False),
+    ir.DataType.INT8: (ir.DataType.INT32, 8, True),
+    ir.DataType.UINT16: (ir.DataType.INT64, 16, False),
+    ir.DataType.INT16: (ir.DataType.INT64, 16, True),
+}
+
+
+def small_integer_arithmetic_widened(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
+    """Add/Sub/Mul/Div on 8- and 16-bit integers -> the same in int32 (int64 for 16 bits), wrapped
+    back into range with Mod and cast back: exactly ONNX's wrap-around arithmetic.
+
+    Wrapping is a ring homomorphism for add, sub and mul, so a chain of them stays widened and
+    unwrapped between its ops (each consumer in the chain takes the widened value, congruent to
+    the small one), as long as a bound on its magnitude stays clear of the wide type's range; a
+    value is wrapped where it leaves the chain, and before a Div (which needs the true values).
+    Opset 14 added these types to the arithmetic ops; a graph exported at opset 11..13 (what ATC
+    takes) cannot hold them. gdp's Canny writes its hysteresis rounds as uint8 sums."""
+    model = onnx.shape_inference.infer_shapes(model)
+    graph = ir.serde.deserialize_model(model)
+    # small-integer value -> (a widened value congruent to it mod 2^bits, a bound on its |.|)
+    congruent: dict[str, tuple[ir.Value, int]] = {}
+    changed = 0
+    for node in list(ir.traversal.RecursiveGraphIterator(graph.graph)):
+        if node.op_type not in ("Add", "Sub", "Mul", "Div") or node.domain not in ("", "ai.onnx"):
+            continue
+        dtype = node.outputs[0].dtype
+        if dtype not in _SMALL_INTEGERS:
+            continue
+        wide, bits, signed = _SMALL_INTEGERS[dtype]
+        name = node.name or f"{node.op_type}_{changed}"
+
+        def constant(value: int, label: str, name=name, wide=wide) -> ir.Value:
+            array = np.array(value, dtype=wide.numpy())
+            const = ir.Value(name=f"{name}_{label}", const_value=ir.tensor(array))
+            graph.graph.register_initializer(const)
+            return const
+
+        chain, operands, bounds = [], [], []
+        for x in node.inputs:
+            twin = congruent.get(x.name)
+            if twin is not None and node.op_type != "Div":
+                operands.append(twin[0])
+                bounds.append(twin[1])
+            else:
+                chain.append(ir.node("Cast", [x], attributes={"to": wide}))
+                operands.append(chain[-1].outputs[0])
+                bounds.append(1 << bits)
+        result = ir.node(node.op_type, operands)
+        chain.append(result)
+        value = result.outputs[0]
+        value.dtype = wide
+        bound = bounds[0] * bounds[1] if node.op_type == "Mul" else bounds[0] + bounds[1]
+        if node.op_type == "Div":
+            bound = 1 << bits
+        modulus = constant(1 << bits, "modulus")
+        if signed:  # ((r + 2^(b-1)) mod 2^b) - 2^(b-1)
+            half = constant(1 << (bits - 1), "half")
+            chain.append(ir.node("Add", [value, half]))
+            chain.append(ir.node("Mod", [chain[-1].outputs[0], modulus]))
+            chain.append(ir.node("Sub", [chain[-1].outputs[0], half]))
+        else:
+            chain.append(ir.node("Mod", [value, modulus]))
+        wrapped = chain[-1].outputs[0]
+        back = ir.node("Cast", [wrapped], attributes={"to": dtype})
+        chain.append(back)
+        for i, step in enumerate(chain):
+            step.name = f"{name}_widened_{i}"
+        ir.convenience.replace_nodes_and_values(
+            node.graph, node, [node], chain, node.outputs, back.outputs
+        )
+        headroom = 1 << (8 * int(wide.itemsize) - 2)
+        twin = (value, bound) if bound < headroom else (wrapped, 1 << bits)
+        congruent[back.outputs[0].name] = twin
+        changed += 1
+    if not changed:
+        return model, 0
+    ir.passes.common.RemoveUnusedNodesPass()(graph)
+    return ir.serde.serialize_model(graph), changed

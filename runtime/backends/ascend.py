@@ -133,11 +133,13 @@ class AscendBackend(Backend):
     name = "ascend"
     static_shapes = True
     # The cpu target's exact rewrites (TVM's importer needs them; ATC takes either form), so that
-    # npu-emulate, which runs on TVM, runs the npu's very graph. A test checks they agree.
+    # npu-emulate, which runs on TVM, runs the npu's very graph, and small-integer arithmetic
+    # widened, which opsets 11..13 do not have.
     required_rewrites = (
         "omit_empty_resize_inputs",
         "reverse_sequence_to_slice",
         "pad_in_integer_type",
+        "small_integer_arithmetic_widened",
     )
     options = frozenset({"soc_version", "opset", "artifacts_dir", "device"})
 

@@ -128,7 +128,7 @@ def _downgrade(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
             entry.version = opset
     try:
         onnx.checker.check_model(out, full_check=True)
-    except onnx.checker.ValidationError as err:
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as err:
         raise CompileError(f"the graph is not valid ONNX at opset {opset}: {err}") from err
     return out
 
