@@ -389,3 +389,61 @@ def test_small_integer_arithmetic_widened_wraps_like_numpy(dtype):
     check.CopyFrom(widened)
     check.opset_import[0].version = 13
     onnx.checker.check_model(check, full_check=True)  # valid where opset 13 has no uint8 Add
+
+
+def cv2_programs() -> list:
+    """One conformance case per (function, dtype, params) at the smallest size (each gdp call
+    compiles one program); `slow` marks all but the first of each function."""
+    from tests.conformance import cases_color, cases_filters, cases_geometry, cases_pointwise
+
+    chosen: dict[tuple, object] = {}
+    for module in (cases_color, cases_filters, cases_geometry, cases_pointwise):
+        for case in module.cases():
+            if case.size in ("tiny", "odd"):
+                chosen.setdefault((case.function, case.dtype, case.params), case)
+    seen: set[str] = set()
+    params = []
+    for case in chosen.values():
+        marks = [pytest.mark.slow] if case.function in seen else []
+        seen.add(case.function)
+        params.append(pytest.param(case, marks=marks, id=case.id))
+    return params
+
+
+@pytest.mark.parametrize("case", cv2_programs())
+def test_cv2_functions_export_for_atc(case, tmp_path, monkeypatch):
+    """Every accelerated gdp.cv2 function's program, as the npu would get it: opset 13, CANN's
+    operators, static shapes (float inputs declared over the case's own values). Float HSV
+    divides by max - min, which may be 0: the fp16 pass refuses it by name, and it goes to the
+    npu in fp32."""
+    from gdp.cv2 import engine
+
+    captured = {}
+
+    class Captured(Exception):
+        pass
+
+    original = engine.program
+
+    def capture_program(name, graph, arrays, params, outputs=1):
+        captured["arrays"] = arrays
+        return original(name, graph, arrays, params, outputs)
+
+    def capture_compile(function, target=None, **options):
+        captured["function"] = function
+        raise Captured
+
+    monkeypatch.setattr(engine, "program", capture_program)
+    monkeypatch.setattr(gdp, "compile", capture_compile)
+    engine.clear_cache()
+    with pytest.raises(Captured):
+        case.gdp()
+    monkeypatch.undo()
+    engine.clear_cache()
+    inputs = {f"src{i}": a for i, a in enumerate(captured["arrays"])}
+    try:
+        model = exported_graph(captured["function"], inputs, tmp_path)
+    except UnsupportedOpError as err:
+        assert "HSV" in case.params and "no finite range" in str(err)
+        model = exported_graph(captured["function"], inputs, tmp_path, precision="fp32")
+    check_exported(model)
