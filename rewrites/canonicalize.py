@@ -48,6 +48,9 @@ def canonical_names(model: onnx.ModelProto) -> onnx.ModelProto:
         for a in n.attribute
     ):
         return out
+    ordered = _canonical_order(graph)
+    del graph.node[:]
+    graph.node.extend(ordered)
     keep = {v.name for v in graph.input} | {v.name for v in graph.output} | {""}
     names: dict[str, str] = {}
 
@@ -69,6 +72,56 @@ def canonical_names(model: onnx.ModelProto) -> onnx.ModelProto:
     del graph.value_info[:]
     graph.name = "graph"
     return out
+
+
+def _canonical_order(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    """The nodes in a topological order that depends only on what they compute: each node is
+    keyed by a hash of its op, attributes and inputs' hashes (inputs by name, initializers by
+    content, computed values by their producer's hash), and among the nodes whose inputs are
+    ready the smallest key comes first. tf2onnx emits the same graph in different orders from one
+    process to the next; renaming by position alone then gives different keys."""
+    import hashlib
+    import heapq
+
+    def digest(*parts: bytes | str) -> str:
+        h = hashlib.sha256()
+        for part in parts:
+            h.update(part.encode() if isinstance(part, str) else part)
+            h.update(b"\0")
+        return h.hexdigest()
+
+    value_key: dict[str, str] = {v.name: digest("input", v.name) for v in graph.input}
+    for tensor in graph.initializer:
+        content = onnx.TensorProto()
+        content.CopyFrom(tensor)
+        content.name = ""
+        serialized = content.SerializeToString(deterministic=True)
+        value_key[tensor.name] = digest("initializer", serialized)
+    node_key: list[str] = []
+    for node in graph.node:  # the given order is topological
+        attrs = [a.SerializeToString(deterministic=True) for a in node.attribute]
+        key = digest(node.domain, node.op_type, *attrs, *(value_key.get(i, i) for i in node.input))
+        node_key.append(key)
+        for k, out in enumerate(node.output):
+            value_key[out] = digest(key, str(k))
+    produced_by = {out: i for i, node in enumerate(graph.node) for out in node.output if out}
+    waiting = [0] * len(graph.node)
+    users: dict[int, list[int]] = {}
+    for i, node in enumerate(graph.node):
+        for producer in {produced_by[n] for n in node.input if n in produced_by}:
+            waiting[i] += 1
+            users.setdefault(producer, []).append(i)
+    ready = [(node_key[i], i) for i in range(len(graph.node)) if not waiting[i]]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, i = heapq.heappop(ready)
+        order.append(graph.node[i])
+        for user in users.get(i, []):
+            waiting[user] -= 1
+            if not waiting[user]:
+                heapq.heappush(ready, (node_key[user], user))
+    return order
 
 
 def reverse_sequence_to_slice(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:

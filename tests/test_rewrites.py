@@ -77,6 +77,41 @@ def test_canonical_names_make_two_conversions_identical(photos):
         np.testing.assert_array_equal(x, y)
 
 
+def test_canonical_names_ignore_the_node_order(photos):
+    """tf2onnx may emit the same graph in another topological order in another process (Canny's
+    prepare step does): every valid order gives the same canonical bytes, so the same cache key."""
+    import random
+
+    proto, _ = tf2onnx.convert.from_function(
+        NORMALIZE_BLUR, input_signature=NORMALIZE_BLUR.input_signature, opset=17
+    )
+    graph = specialize_shapes(proto, {"image": photos[0].shape})
+    want = canonical_names(graph).SerializeToString(deterministic=True)
+    nodes = list(graph.graph.node)
+    produced = {o: i for i, n in enumerate(nodes) for o in n.output}
+    rng = random.Random(0)
+    for _ in range(5):  # random topological orders
+        placed, order, pending = set(), [], list(range(len(nodes)))
+        while pending:
+            ready = [
+                i
+                for i in pending
+                if all(produced.get(x) in placed for x in nodes[i].input if x in produced)
+            ]
+            pick = rng.choice(ready)
+            pending.remove(pick)
+            placed.add(pick)
+            order.append(nodes[pick])
+        shuffled = onnx.ModelProto()
+        shuffled.CopyFrom(graph)
+        del shuffled.graph.node[:]
+        shuffled.graph.node.extend(order)
+        assert canonical_names(shuffled).SerializeToString(deterministic=True) == want
+    got = run(canonical_names(graph), {"image": photos[0]})
+    for x, y in zip(run(graph, {"image": photos[0]}), got, strict=True):
+        np.testing.assert_array_equal(x, y)
+
+
 def test_reverse_sequence_to_slice_keeps_the_result(photos):
     import tensorflow as tf
 
