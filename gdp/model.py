@@ -46,6 +46,7 @@ class Specialization:
     load_s: float = 0.0
     output_index: dict[str, int] = field(default_factory=dict)
     fp16: dict | None = None  # the FP16 pass's report, where the graph runs in fp16
+    fusion: dict | None = None  # the backend's fusion report (plan, kernels, boundary bytes)
 
 
 # gdp.compile(..., precision=...): "auto" is fp16 where the target's profile is an fp16 one
@@ -195,6 +196,7 @@ class Model:
             "fp16": last.fp16 if last else None,
             "rewrites": list(last.rewrites) if last else [],
             "kernels": last.kernels if last else 0,
+            "fusion": last.fusion if last else None,
             "cache": last.source if last else None,
             "compile_s": last.compile_s if last else 0.0,
             "load_s": last.load_s if last else 0.0,
@@ -258,16 +260,20 @@ class Model:
             )
             graph, fp16_report = to_fp16(graph, ranges, scaling=scaling, arithmetic=arithmetic)
         graph.ir_version = min(graph.ir_version, IR_VERSION)
+        # What the backend compiles with: the options, and the profile's fusion cost weights.
+        backend_options = dict(self.options)
+        if "fusion" in backend.options and profile is not None:
+            backend_options["fusion_cost"] = (profile.fusion_alpha, profile.fusion_beta)
         key = cache_key(
             # Conversions of one program differ in generated names: hash the canonical form.
             canonical_names(graph).SerializeToString(deterministic=True),
             self.target.name,
             backend.name,
             backend.fingerprint(),
-            json.dumps(self.options, sort_keys=True, default=str),
+            json.dumps(backend_options, sort_keys=True, default=str),
             __version__,
         )
-        executable, meta, source, compile_s, load_s = self._obtain(key, graph)
+        executable, meta, source, compile_s, load_s = self._obtain(key, graph, backend_options)
         outputs = graph_outputs(graph)
         return Specialization(
             key=key,
@@ -275,6 +281,7 @@ class Model:
             onnx=graph,
             outputs=outputs,
             kernels=meta["kernels"],
+            fusion=meta.get("fusion"),
             rewrites=applied,
             source=source,
             compile_s=compile_s,
@@ -283,7 +290,7 @@ class Model:
             fp16=fp16_report,
         )
 
-    def _obtain(self, key: str, graph: onnx.ModelProto):
+    def _obtain(self, key: str, graph: onnx.ModelProto, options: dict):
         """The executable for `key`: from this process, else the disk cache, else compiled."""
         with _loaded_lock:
             hit = _loaded.get(key)
@@ -293,7 +300,7 @@ class Model:
 
         def compile_into_cache():
             t0 = time.perf_counter()
-            entry, meta = self._cache.store(key, lambda d: backend.compile(graph, d, self.options))
+            entry, meta = self._cache.store(key, lambda d: backend.compile(graph, d, options))
             return entry, meta, time.perf_counter() - t0
 
         with self._cache.lock(key):

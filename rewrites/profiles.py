@@ -60,6 +60,10 @@ class CostProfile:
     # How the target computes on fp16 values (gdp.rewrites.fp16's `arithmetic`): "fp16" rounds
     # every op (the Ascend vector unit), "fp32" stores fp16 and computes in fp32.
     fp16_arithmetic: str = "fp16"
+    # The fusion plan's cost (gdp.rewrites.fusion): alpha per byte crossing a kernel boundary,
+    # beta per unit of variance of the kernels' op counts.
+    fusion_alpha: float = 1.0
+    fusion_beta: float = 0.0
 
     def ms(self, op: str, elements: int) -> float:
         """The profile's time for `op` on `elements` input elements (scaled linearly)."""

@@ -17,13 +17,15 @@ from pathlib import Path
 import numpy as np
 import onnx
 import tvm
+from gdp.rewrites.fusion import CostModel
 from gdp.runtime.backends.base import Backend, Executable
+from gdp.runtime.backends.tvm_fusion import DEFAULT_FUSION, FUSIONS, fuse
 from gdp.runtime.backends.tvm_schedules import schedule_cpu
 from gdp.runtime.profiling import Profile
 from tvm import relax
 from tvm.runtime.vm import VirtualMachine
 
-from gdp.errors import CompileError, UnsupportedOpError
+from gdp.errors import CompileError, TargetError, UnsupportedOpError
 
 LIBRARY = "model.so"
 # TVM's kernels assume their buffers start on 64-byte boundaries.
@@ -113,6 +115,7 @@ class TvmLlvmBackend(Backend):
         "reverse_sequence_to_slice",
         "pad_in_integer_type",
     )
+    options = frozenset({"fusion"})
 
     def fingerprint(self) -> str:
         target = _host_target_dict()
@@ -130,19 +133,40 @@ class TvmLlvmBackend(Backend):
             raise CompileError(f"TVM's Relax ONNX importer failed: {err}") from err
         mod["main"] = _plain_float_to_int(_pairwise_min_max(mod["main"]))
         target = tvm.target.Target(_host_target_dict())
+        fusion = options.get("fusion", DEFAULT_FUSION)
+        if fusion not in FUSIONS:
+            raise TargetError(f"fusion: expected one of {list(FUSIONS)}, got {fusion!r}")
+        alpha, beta = options.get("fusion_cost", (1.0, 0.0))
         try:
-            with target:
-                mod = relax.get_default_pipeline(target)(mod)
+            mod, fused = _pipeline(mod, target, fusion, CostModel(alpha, beta))
             mod = schedule_cpu(mod, target)
             kernels = sum(1 for f in mod.functions.values() if isinstance(f, tvm.tirx.PrimFunc))
             executable = tvm.compile(mod, target=target, relax_pipeline=None)
             executable.export_library(str(outdir / LIBRARY))
         except Exception as err:
             raise CompileError(f"TVM failed to compile the graph for {target}: {err}") from err
-        return {"files": [LIBRARY], "kernels": kernels}
+        return {"files": [LIBRARY], "kernels": kernels, "fusion": fused}
 
     def load(self, artifact_dir: Path, meta: dict) -> Executable:
         return TvmExecutable(tvm.runtime.load_module(str(artifact_dir / LIBRARY)))
+
+
+def _pipeline(mod, target, fusion: str, cost: CostModel):
+    """TVM's default CPU pipeline, with the fusion step chosen: TVM's FuseOps, gdp's plan, or
+    none (runtime/backends/tvm_fusion.py)."""
+    from tvm.relax.backend.cpu_generic import pipeline as cpu
+
+    with target:
+        legalize = [p for p in cpu.legalize_passes(target) if p.info.name not in _FUSION_PASSES]
+        mod = tvm.transform.Sequential(cpu.library_dispatch_passes(target) + legalize)(mod)
+        mod, report = fuse(mod, fusion, cost)
+        mod = relax.transform.FuseTIR()(mod)
+        rest = cpu.dataflow_lower_passes(target) + cpu.finalize_passes(target)
+        mod = tvm.transform.Sequential(rest)(mod)
+    return mod, report
+
+
+_FUSION_PASSES = ("FuseOps", "FuseTIR")
 
 
 def _plain_float_to_int(func: relax.Function) -> relax.Function:
@@ -209,7 +233,10 @@ def _code_hash() -> str:
     from gdp.runtime.backends import tvm_schedules
 
     digest = hashlib.sha256()
-    for module in (sys.modules[__name__], tvm_schedules):
+    from gdp.rewrites import fusion
+    from gdp.runtime.backends import tvm_fusion
+
+    for module in (sys.modules[__name__], tvm_schedules, tvm_fusion, fusion):
         digest.update(Path(module.__file__).read_bytes())
     return digest.hexdigest()[:16]
 

@@ -1,0 +1,332 @@
+"""Fusion planning: which ops of a graph run as one kernel (the fusion sources' mapping-type
+fusion, [000] in shared/reference/fusion-sources.md, with its holes fixed).
+
+The planner works on an abstract DAG: each op has a mapping class (gdp.ops.mapping) and the bytes
+of its output. A plan assigns every op to one group; a group is legal when
+- every edge inside it is allowed by the class rules (gdp.ops.mapping.may_fuse; one-to-one fuses
+  both ways, which the paper's table omits although its own conv -> bias_add -> relu needs it),
+- it holds at most one many-to-many op (no stencil fusion: gdp's schedules have no halo
+  recompute yet) and no not-fusable op beside others, and the ops feeding its many-to-many op
+  are read only inside it (gdp's schedules do not store a reduction's input on the way),
+- at most one of its ops is read through several views (a stencil written with slices: fused,
+  its value is recomputed at every tap, and stacked stencils multiply that),
+- it is connected and convex: no path leaves it and comes back (the paper's {4,5,6,9} without 8
+  would make a cycle group -> 8 -> group).
+Values read outside their group are materialised (the group's outputs).
+
+Cost of a complete plan: alpha * bytes crossing group boundaries + beta * the variance of the
+group sizes (the paper's FusedCost), alpha and beta from the target's profile.
+
+Search: ops are placed in topological order, each into a new group, or into the group of one of
+its producers, or into the union of all its producers' groups, when that stays legal. Graphs of
+up to EXACT_LIMIT ops are searched exhaustively (branch and bound on the partial cost); larger
+ones greedily (each op where it saves the most bytes), and the result is compared with the
+baseline plan given (TVM's, where it is legal under these rules): the cheaper one wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gdp.ops import mapping as M
+
+EXACT_LIMIT = 14
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str
+    klass: str  # a gdp.ops.mapping class
+    out_bytes: int
+    inputs: tuple[int, ...]  # indices of producer ops (graph inputs and constants not listed)
+    is_output: bool = False
+
+
+@dataclass(frozen=True)
+class CostModel:
+    alpha: float = 1.0  # per byte crossing a group boundary
+    beta: float = 0.0  # per unit of variance of the group sizes
+
+
+class Graph:
+    """The DAG's derived facts: consumers, and ancestors as bit sets."""
+
+    def __init__(self, ops: Sequence[Op]) -> None:
+        self.ops = list(ops)
+        n = len(self.ops)
+        self.consumers: list[list[int]] = [[] for _ in range(n)]
+        self.ancestors: list[int] = [0] * n  # bit i set: op i reaches this op
+        for j, op in enumerate(self.ops):
+            for i in op.inputs:
+                if not 0 <= i < j:
+                    raise ValueError(f"op {j} ({op.name}): inputs must come earlier, got {i}")
+                self.consumers[i].append(j)
+                self.ancestors[j] |= self.ancestors[i] | (1 << i)
+
+    def boundary_bytes(self, group_of: Sequence[int]) -> int:
+        """Bytes written by one group and read by another (each value once per reading group)."""
+        total = 0
+        for i, op in enumerate(self.ops):
+            readers = {group_of[j] for j in self.consumers[i]} - {group_of[i]}
+            total += op.out_bytes * len(readers)
+        return total
+
+
+def cost(graph: Graph, group_of: Sequence[int], model: CostModel) -> float:
+    sizes: dict[int, int] = {}
+    for g in group_of:
+        sizes[g] = sizes.get(g, 0) + 1
+    counts = list(sizes.values())
+    mean = sum(counts) / len(counts) if counts else 0.0
+    variance = sum((c - mean) ** 2 for c in counts) / len(counts) if counts else 0.0
+    return model.alpha * graph.boundary_bytes(group_of) + model.beta * variance
+
+
+def legal_join(graph: Graph, members: int, v: int) -> bool:
+    """Whether op v may join the group `members` (a bit set of ops placed before v)."""
+    ops = graph.ops
+    klass = ops[v].klass
+    group = [i for i in range(v) if members >> i & 1]
+    if klass == M.NOT_FUSABLE or any(ops[i].klass == M.NOT_FUSABLE for i in group):
+        return False
+    anchors = sum(ops[i].klass == M.MANY_TO_MANY for i in group)
+    if anchors + (klass == M.MANY_TO_MANY) > 1:
+        return False
+    if not any(members >> i & 1 for i in ops[v].inputs):
+        return False  # connected through one of v's producers
+    if klass == M.MANY_TO_MANY and not _inputs_private(graph, members | (1 << v), v):
+        return False
+    if klass in _VIEWS and _stencil_sources(graph, members | (1 << v)) > 1:
+        return False
+    for i in ops[v].inputs:
+        if members >> i & 1 and not M.may_fuse(ops[i].klass, klass):
+            return False
+    # Convex: an ancestor of v outside the group must not descend from the group.
+    outside = graph.ancestors[v] & ~members
+    return all(not (graph.ancestors[x] & members) for x in range(v) if outside >> x & 1)
+
+
+def group_ok(graph: Graph, members: int) -> bool:
+    """The whole group's legality: rules on every edge inside, one anchor, convex."""
+    ops = graph.ops
+    group = [i for i in range(len(ops)) if members >> i & 1]
+    if len(group) > 1 and any(ops[i].klass == M.NOT_FUSABLE for i in group):
+        return False
+    if sum(ops[i].klass == M.MANY_TO_MANY for i in group) > 1:
+        return False
+    anchors = [a for a in group if ops[a].klass == M.MANY_TO_MANY]
+    if anchors and not _inputs_private(graph, members, anchors[0]):
+        return False
+    if _stencil_sources(graph, members) > 1:
+        return False
+    for j in group:
+        for i in ops[j].inputs:
+            if members >> i & 1 and not M.may_fuse(ops[i].klass, ops[j].klass):
+                return False
+    return _convex(graph, members)
+
+
+def is_legal(graph: Graph, group_of: Sequence[int]) -> bool:
+    """Every group of the plan legal under gdp's rules."""
+    members: dict[int, int] = {}
+    for v, g in enumerate(group_of):
+        members[g] = members.get(g, 0) | (1 << v)
+    return all(group_ok(graph, m) for m in members.values())
+
+
+_VIEWS = (M.REORGANIZE, M.SHUFFLE)
+
+
+def _stencil_sources(graph: Graph, members: int) -> int:
+    """Members read through two or more views (shifted slices) inside the group: each is a
+    stencil written with slices, and its value is recomputed at every tap once fused. One level
+    is cheap (a Laplacian of a grey image); stacked levels multiply the recomputation (Canny's
+    blur -> Sobel -> non-maximum suppression, 2.5x slower as one kernel)."""
+    count = 0
+    for x in range(len(graph.ops)):
+        if members >> x & 1:
+            views = [
+                c for c in graph.consumers[x] if members >> c & 1 and graph.ops[c].klass in _VIEWS
+            ]
+            count += len(views) >= 2
+    return count
+
+
+def _inputs_private(graph: Graph, members: int, anchor: int) -> bool:
+    """Whether the group's ops that feed its many-to-many anchor are read only inside the group:
+    a kernel that reduces (or convolves) and also stores one of its inputs' intermediates runs
+    far slower under gdp's schedules than the two kernels apart (measured on sharpness)."""
+    feeding = graph.ancestors[anchor] & members
+    return all(
+        all(members >> c & 1 for c in graph.consumers[x]) for x in range(anchor) if feeding >> x & 1
+    )
+
+
+def _convex(graph: Graph, members: int) -> bool:
+    last = members.bit_length() - 1
+    for x in range(last + 1):
+        if members >> x & 1:
+            continue
+        if graph.ancestors[x] & members and any(
+            graph.ancestors[y] >> x & 1 for y in range(x + 1, last + 1) if members >> y & 1
+        ):
+            return False
+    return True
+
+
+def _options(graph: Graph, groups: dict[int, int], group_of: list[int], v: int) -> list:
+    """Where op v may go: (group id or None for a new one, the groups it merges)."""
+    producer_groups = sorted({group_of[i] for i in graph.ops[v].inputs})
+    options: list[tuple[int | None, tuple[int, ...]]] = [(None, ())]
+    for g in producer_groups:
+        if legal_join(graph, groups[g], v):
+            options.append((g, (g,)))
+    if len(producer_groups) > 1:
+        union = 0
+        for g in producer_groups:
+            union |= groups[g]
+        if legal_join(graph, union, v) and group_ok(graph, union | (1 << v)):
+            options.append((producer_groups[0], tuple(producer_groups)))
+    return options
+
+
+def _place(groups, group_of, v, option, next_id):
+    target, merged = option
+    if target is None:
+        groups[next_id] = 1 << v
+        group_of.append(next_id)
+        return
+    for g in merged[1:]:
+        groups[target] |= groups.pop(g)
+        for i, gi in enumerate(group_of):
+            if gi == g:
+                group_of[i] = target
+    groups[target] |= 1 << v
+    group_of.append(target)
+
+
+def _partial_bytes(graph: Graph, group_of: list[int]) -> int:
+    """Bytes that already cross boundaries among the placed ops (a lower bound of the rest)."""
+    placed = len(group_of)
+    total = 0
+    for i in range(placed):
+        readers = {group_of[j] for j in graph.consumers[i] if j < placed} - {group_of[i]}
+        total += graph.ops[i].out_bytes * len(readers)
+    return total
+
+
+def plan(
+    ops: Sequence[Op], model: CostModel | None = None, baseline: Sequence[int] | None = None
+) -> list[int]:
+    """The fusion plan: a group id per op (groups numbered in order of first op).
+
+    With a baseline (TVM's plan), the plan starts from it and merges groups while a merge is
+    legal and lowers the cost: never more bytes across kernel boundaries than the baseline, and
+    kernels of the shapes gdp's schedules are tuned for. Without one, it searches from scratch."""
+    model = model or CostModel()
+    graph = Graph(ops)
+    if baseline is not None:
+        return _renumber(_merge_down(graph, list(baseline), model))
+    best = _exact(graph, model) if len(graph.ops) <= EXACT_LIMIT else _greedy(graph)
+    return _renumber(best)
+
+
+def _merge_down(graph: Graph, group_of: list[int], model: CostModel) -> list[int]:
+    """Best-first merging of two groups joined by an edge, while the cost falls. A merge must keep
+    the pairwise rules on the edges it internalises, at most one many-to-many op, the anchor's
+    inputs private, convexity, and must not stack stencils (no more slice-read stencil sources
+    than the larger of the two groups had)."""
+    while True:
+        members: dict[int, int] = {}
+        for v, g in enumerate(group_of):
+            members[g] = members.get(g, 0) | (1 << v)
+        current = cost(graph, group_of, model)
+        best = None
+        pairs = {
+            (group_of[i], group_of[j])
+            for j, op in enumerate(graph.ops)
+            for i in op.inputs
+            if group_of[i] != group_of[j]
+        }
+        for a, b in pairs:
+            union = members[a] | members[b]
+            if not _mergeable(graph, members[a], members[b], union):
+                continue
+            trial = [a if g == b else g for g in group_of]
+            c = cost(graph, trial, model)
+            if c < current and (best is None or c < best[0]):
+                best = (c, trial)
+        if best is None:
+            return group_of
+        group_of = best[1]
+
+
+def _mergeable(graph: Graph, a: int, b: int, union: int) -> bool:
+    ops = graph.ops
+    group = [i for i in range(len(ops)) if union >> i & 1]
+    if any(ops[i].klass == M.NOT_FUSABLE for i in group):
+        return False
+    anchors = [i for i in group if ops[i].klass == M.MANY_TO_MANY]
+    if len(anchors) > 1 or (anchors and not _inputs_private(graph, union, anchors[0])):
+        return False
+    for j in group:
+        for i in ops[j].inputs:
+            crosses = (a >> i & 1 and b >> j & 1) or (b >> i & 1 and a >> j & 1)
+            if crosses and not M.may_fuse(ops[i].klass, ops[j].klass):
+                return False
+    stencils = max(_stencil_sources(graph, a), _stencil_sources(graph, b))
+    return _stencil_sources(graph, union) <= stencils and _convex(graph, union)
+
+
+def _greedy(graph: Graph) -> list[int]:
+    groups: dict[int, int] = {}
+    group_of: list[int] = []
+    for v in range(len(graph.ops)):
+        options = _options(graph, groups, group_of, v)
+
+        def saved(option, v=v) -> tuple[int, int]:
+            target, merged = option
+            if target is None:
+                return (0, 0)
+            inside = set(merged)
+            read = {i for i in graph.ops[v].inputs if group_of[i] in inside}
+            return (sum(graph.ops[i].out_bytes for i in read), len(merged))
+
+        _place(groups, group_of, v, max(options, key=saved), len(graph.ops) + v)
+    return group_of
+
+
+def _exact(graph: Graph, model: CostModel) -> list[int]:
+    n = len(graph.ops)
+    best: list[list[int] | float] = [_greedy(graph), 0.0]
+    best[1] = cost(graph, best[0], model)
+
+    def search(groups: dict[int, int], group_of: list[int]) -> None:
+        v = len(group_of)
+        if model.alpha * _partial_bytes(graph, group_of) >= best[1]:
+            return  # the bytes already crossing only grow (variance may fall: beta ignored)
+        if v == n:
+            c = cost(graph, group_of, model)
+            if c < best[1]:
+                best[0], best[1] = list(group_of), c
+            return
+        for option in _options(graph, groups, group_of, v):
+            g2, o2 = dict(groups), list(group_of)
+            _place(g2, o2, v, option, n + v)
+            search(g2, o2)
+
+    search({}, [])
+    return best[0]
+
+
+def _renumber(group_of: Sequence[int]) -> list[int]:
+    ids: dict[int, int] = {}
+    return [ids.setdefault(g, len(ids)) for g in group_of]
+
+
+def groups(group_of: Sequence[int]) -> list[list[int]]:
+    out: dict[int, list[int]] = {}
+    for v, g in enumerate(group_of):
+        out.setdefault(g, []).append(v)
+    return list(out.values())

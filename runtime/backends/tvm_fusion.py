@@ -1,0 +1,361 @@
+"""Fusion for the TVM backends: `fusion="gdp"` (gdp's plan, gdp.rewrites.fusion), "tvm" (TVM's
+FuseOps) or "none" (one kernel per op).
+
+After LegalizeOps and AnnotateTIROpPattern every op of `main`'s dataflow block is a call_tir of a
+PrimFunc. Each is classified by mapping class (gdp.ops.mapping) from TVM's own access-pattern
+analysis (the PrimFunc's op_pattern) refined by its TIR: an injective kernel that only moves
+values is a shuffle when its reads permute the output's axes, one-to-many when it writes more
+elements than it reads, else a reorganize. The planner's groups then become Relax functions marked
+Primitive, which FuseTIR turns into one kernel each, exactly as it does with FuseOps' groups.
+TVM's own plan, read back from FuseOps on a copy, is the planner's baseline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import tvm
+from gdp.ops import mapping as M
+from gdp.rewrites import fusion as F
+from tvm import relax
+
+FUSIONS = ("gdp", "tvm", "none")
+DEFAULT_FUSION = "gdp"
+
+# TVM's OpPatternKind values (include/tvm/relax/op_attr_types.h).
+_ELEMWISE, _BROADCAST, _INJECTIVE, _COMM_REDUCE, _OUT_EWISE_FUSABLE = 0, 1, 2, 3, 4
+
+
+@dataclass
+class Binding:
+    var: relax.Var
+    value: relax.Expr
+    callee: str | None  # the PrimFunc's name for a call_tir, else None
+
+
+def _numel(shape) -> int:
+    return int(np.prod([int(d) for d in shape], dtype=np.int64))
+
+
+def _bytes(ty) -> int:
+    if isinstance(ty, relax.TensorType) and isinstance(ty.shape, relax.ShapeExpr):
+        try:
+            return _numel(ty.shape.values) * np.dtype(str(ty.dtype)).itemsize
+        except (TypeError, ValueError):
+            return 0
+    if isinstance(ty, relax.TupleType):
+        return sum(_bytes(f) for f in ty.fields)
+    return 0
+
+
+def classify(func: tvm.tirx.PrimFunc, read_elements: int, written_elements: int) -> str:
+    """The mapping class of one legalized kernel (its inputs hold `read_elements` in all, its
+    output `written_elements`)."""
+    pattern = func.attrs.get("op_pattern") if func.attrs else None
+    pattern = int(pattern) if pattern is not None else 8
+    if pattern in (_COMM_REDUCE, _OUT_EWISE_FUSABLE):
+        return M.MANY_TO_MANY
+    if pattern > _OUT_EWISE_FUSABLE:
+        return M.NOT_FUSABLE
+    permuted = _moves(func)
+    if permuted is None:  # computes: elementwise, or a gather with arithmetic (resize)
+        return M.ONE_TO_ONE
+    if written_elements > read_elements:
+        return M.ONE_TO_MANY
+    if pattern <= _BROADCAST:
+        return M.ONE_TO_ONE
+    return M.SHUFFLE if permuted else M.REORGANIZE
+
+
+def _moves(func: tvm.tirx.PrimFunc) -> bool | None:
+    """For a kernel whose every block stores a loaded value (maybe under a condition, as a pad
+    does): whether a load permutes the block's axes; None where a block computes."""
+    sch = tvm.s_tir.Schedule(func)
+    permuted = False
+    for block in sch.get_child_blocks(sch.get_sblock("root")):
+        stmt = sch.get(block)
+        if not isinstance(stmt.body, tvm.tirx.BufferStore):
+            return None
+        value = stmt.body.value
+        if isinstance(value, tvm.ir.Call) and str(getattr(value.op, "name", "")).endswith(
+            "if_then_else"
+        ):
+            value = value.args[1]
+        if not isinstance(value, tvm.ir.TensorLoad):
+            return None
+        axes = [iv.var for iv in stmt.iter_vars]
+        indices = list(value.indices)
+        if len(axes) > 1 and len(indices) == len(axes):
+            order = [next((k for k, a in enumerate(axes) if a.same_as(i)), -1) for i in indices]
+            if sorted(order) == list(range(len(axes))) and order != sorted(order):
+                permuted = True
+    return permuted
+
+
+def _dataflow(mod: tvm.IRModule) -> tuple[relax.Function, relax.DataflowBlock] | None:
+    main = mod["main"]
+    body = main.body
+    if not isinstance(body, relax.SeqExpr) or len(body.blocks) != 1:
+        return None
+    block = body.blocks[0]
+    if not isinstance(block, relax.DataflowBlock):
+        return None
+    return main, block
+
+
+def _bindings(block: relax.DataflowBlock) -> list[Binding]:
+    out = []
+    call_tir = tvm.ir.Op.get("relax.call_tir")
+    for b in block.bindings:
+        value = b.value
+        callee = None
+        if isinstance(value, relax.Call) and value.op.same_as(call_tir):
+            callee = value.args[0].name_hint
+        out.append(Binding(b.var, value, callee))
+    return out
+
+
+def _inputs(value: relax.Expr) -> list[relax.Expr]:
+    """The relax values a binding reads (call_tir's argument tuple, or the call's args)."""
+    if isinstance(value, relax.Call):
+        args = list(value.args)
+        if value.op.same_as(tvm.ir.Op.get("relax.call_tir")):
+            args = list(args[1].fields) if isinstance(args[1], relax.Tuple) else [args[1]]
+        flat = []
+        for a in args:
+            flat += list(a.fields) if isinstance(a, relax.Tuple) else [a]
+        return flat
+    if isinstance(value, relax.TupleGetItem):
+        return [value.tuple_value]
+    if isinstance(value, relax.Tuple):
+        return list(value.fields)
+    return []
+
+
+def graph_of(mod: tvm.IRModule) -> tuple[list[F.Op], list[Binding]] | None:
+    """The planner's DAG of `main` (None where main is not one dataflow block)."""
+    found = _dataflow(mod)
+    if found is None:
+        return None
+    main, block = found
+    bindings = _bindings(block)
+    index = {b.var: i for i, b in enumerate(bindings)}
+    outputs = set(relax.analysis.free_vars(main.body.body))
+    ops = []
+    for b in bindings:
+        klass = M.NOT_FUSABLE
+        if b.callee:
+            read = sum(_bytes(a.ty) // _itemsize(a.ty) for a in _inputs(b.value))
+            klass = classify(mod[b.callee], read, _bytes(b.var.ty) // _itemsize(b.var.ty))
+        producers = sorted({index[a] for a in _inputs(b.value) if a in index})
+        ops.append(F.Op(b.var.name, klass, _bytes(b.var.ty), tuple(producers), b.var in outputs))
+    return ops, bindings
+
+
+def tvm_plan(mod: tvm.IRModule, bindings: list[Binding]) -> list[int]:
+    """FuseOps' grouping of the bindings, read back from its output on a copy where each call
+    site calls its own copy of its kernel."""
+    main, _ = _dataflow(mod)
+    copy = _without_main(mod)
+    site = {}
+    bb = relax.BlockBuilder(copy)
+    with bb.function("main", list(main.params), attrs=_attrs(main)):
+        with bb.dataflow():
+            remap: dict[relax.Var, relax.Expr] = {}
+            for i, b in enumerate(bindings):
+                value = _bind_any(b.value, remap)
+                if b.callee:
+                    # An attribute of its own keeps add_func from sharing equal kernels.
+                    gv = bb.add_func(mod[b.callee].with_attr("gdp_site", i), f"gdp_site_{i}")
+                    site[gv.name_hint] = i
+                    value = relax.Call(value.op, [gv, *value.args[1:]], value.attrs, value.ty_args)
+                out = _emit(bb, value, b.var, main)
+                remap[b.var] = out
+            result = bb.emit_output(_bind_any(main.body.body, remap))
+        bb.emit_func_output(result)
+    fused = relax.transform.FuseOps()(bb.get())
+    group_of = list(range(len(bindings)))
+    for func in fused.functions.values():
+        if not isinstance(func, relax.Function) or not (func.attrs and func.attrs.get("Primitive")):
+            continue
+        members = [site[c.args[0].name_hint] for c in _call_tirs(func)]
+        for m in members:
+            group_of[m] = members[0]
+    return group_of
+
+
+def _call_tirs(func: relax.Function) -> list[relax.Call]:
+    calls = []
+    call_tir = tvm.ir.Op.get("relax.call_tir")
+
+    def visit(expr):
+        if isinstance(expr, relax.Call) and expr.op.same_as(call_tir):
+            calls.append(expr)
+
+    relax.analysis.post_order_visit(func.body, visit)
+    return calls
+
+
+def _emit(bb: relax.BlockBuilder, value: relax.Expr, var: relax.Var, main) -> relax.Var:
+    outputs = set(relax.analysis.free_vars(main.body.body))
+    if var in outputs:
+        return bb.emit_output(value, name_hint=var.name)
+    return bb.emit(value, name_hint=var.name)
+
+
+def apply(mod: tvm.IRModule, bindings: list[Binding], group_of: list[int]) -> tvm.IRModule:
+    """`main` with each group of more than one op moved into a Primitive function."""
+    main, _ = _dataflow(mod)
+    members: dict[int, list[int]] = {}
+    for i, g in enumerate(group_of):
+        members.setdefault(g, []).append(i)
+    index = {b.var: i for i, b in enumerate(bindings)}
+    final = set(relax.analysis.free_vars(main.body.body))
+    readers: dict[int, set[int]] = {}
+    for j, b in enumerate(bindings):
+        for a in _inputs(b.value):
+            if a in index:
+                readers.setdefault(index[a], set()).add(group_of[j])
+    order = _group_order(bindings, group_of, index)
+    bb = relax.BlockBuilder(_without_main(mod))
+    with bb.function("main", list(main.params), attrs=_attrs(main)):
+        with bb.dataflow():
+            remap: dict[relax.Var, relax.Expr] = {}
+            for g in order:
+                ids = members[g]
+                if len(ids) == 1:
+                    b = bindings[ids[0]]
+                    remap[b.var] = _emit(bb, _bind_any(b.value, remap), b.var, main)
+                    continue
+                exported = [
+                    i for i in ids if bindings[i].var in final or readers.get(i, set()) - {g}
+                ]
+                func, args = _primitive(bindings, ids, exported, remap)
+                gv = bb.add_func(func, "fused_" + "_".join(bindings[i].callee for i in ids)[:80])
+                call = relax.Call(gv, args)
+                if len(exported) == 1:
+                    remap[bindings[exported[0]].var] = _emit(
+                        bb, call, bindings[exported[0]].var, main
+                    )
+                    continue
+                tup = bb.emit(call)
+                for k, i in enumerate(exported):
+                    remap[bindings[i].var] = _emit(
+                        bb, relax.TupleGetItem(tup, k), bindings[i].var, main
+                    )
+            result = bb.emit_output(_bind_any(main.body.body, remap))
+        bb.emit_func_output(result)
+    return bb.get()
+
+
+def _group_order(bindings, group_of, index) -> list[int]:
+    """Groups in an order where every group comes after the groups it reads (a plan is convex,
+    so its condensed graph is acyclic)."""
+    deps: dict[int, set[int]] = {}
+    for j, b in enumerate(bindings):
+        deps.setdefault(group_of[j], set())
+        for a in _inputs(b.value):
+            if a in index and group_of[index[a]] != group_of[j]:
+                deps[group_of[j]].add(group_of[index[a]])
+    order, done = [], set()
+    first = {}
+    for j, g in enumerate(group_of):
+        first.setdefault(g, j)
+    pending = sorted(deps, key=first.get)
+    while pending:
+        ready = next(g for g in pending if deps[g] <= done)
+        order.append(ready)
+        done.add(ready)
+        pending.remove(ready)
+    return order
+
+
+def _primitive(bindings, ids, exported, remap):
+    """A Primitive function running bindings `ids`: its parameters are the values they read from
+    outside (constants too, as FuseOps lifts them), its result the `exported` values."""
+    inside = {bindings[i].var for i in ids}
+    params, args, param_of = [], [], {}
+    for i in ids:
+        for a in _inputs(bindings[i].value):
+            if a in inside or not isinstance(a, relax.Var | tvm.ir.Constant):
+                continue
+            key = a
+            if key in param_of:
+                continue
+            outer = remap.get(a, a)
+            p = relax.Var(f"p{len(params)}", a.ty)
+            param_of[key] = p
+            params.append(p)
+            args.append(outer)
+    bb = relax.BlockBuilder()
+    with bb.function("fused", params, attrs={"Primitive": True}, private=True):
+        with bb.dataflow():
+            local: dict = dict(param_of)
+            for i in ids:
+                b = bindings[i]
+                value = _bind_any(b.value, local)
+                if i in exported and len(exported) == 1:
+                    local[b.var] = bb.emit_output(value, name_hint=b.var.name)
+                else:
+                    local[b.var] = bb.emit(value, name_hint=b.var.name)
+            if len(exported) == 1:
+                out = local[bindings[exported[0]].var]
+            else:
+                out = bb.emit_output(relax.Tuple([local[bindings[i].var] for i in exported]))
+        bb.emit_func_output(out)
+    func = bb.get()["fused"]
+    return func, args
+
+
+def _bind_any(expr: relax.Expr, mapping: dict) -> relax.Expr:
+    """`expr` with vars and constants replaced (FuseOps passes constants as parameters)."""
+
+    @relax.expr_functor.mutator
+    class Replace(relax.PyExprMutator):
+        def visit_var_(self, op):  # noqa: N802 - TVM's visitor names
+            return mapping.get(op, op)
+
+        def visit_dataflow_var_(self, op):  # noqa: N802
+            return mapping.get(op, op)
+
+        def visit_generic_const_(self, op):  # noqa: N802
+            return mapping.get(op, op)
+
+    return Replace().visit_expr(expr)
+
+
+def fuse(mod: tvm.IRModule, mode: str, cost: F.CostModel) -> tuple[tvm.IRModule, dict]:
+    """`mod` (legalized, op patterns annotated) with its ops grouped as `mode` says, and a report:
+    the kernels and the bytes crossing kernel boundaries under each plan."""
+    found = graph_of(mod)
+    if mode == "tvm" or found is None:
+        return relax.transform.FuseOps()(mod), {"fusion": "tvm"}
+    ops, bindings = found
+    graph = F.Graph(ops)
+    baseline = tvm_plan(mod, bindings)
+    plan = list(range(len(ops))) if mode == "none" else F.plan(ops, cost, baseline)
+    report = {
+        "fusion": mode,
+        "ops": len(ops),
+        "groups": len(set(plan)),
+        "boundary_bytes": graph.boundary_bytes(plan),
+        "tvm_groups": len(set(baseline)),
+        "tvm_boundary_bytes": graph.boundary_bytes(baseline),
+    }
+    return apply(mod, bindings, plan), report
+
+
+def _attrs(func: relax.Function) -> dict | None:
+    return {k: v for k, v in func.attrs.items()} if func.attrs else None
+
+
+def _without_main(mod: tvm.IRModule) -> tvm.IRModule:
+    return tvm.IRModule({gv: f for gv, f in mod.functions.items() if gv.name_hint != "main"})
+
+
+def _itemsize(ty) -> int:
+    try:
+        return np.dtype(str(ty.dtype)).itemsize
+    except (TypeError, ValueError, AttributeError):
+        return 1
