@@ -1,0 +1,220 @@
+"""Fusion planning (gdp.rewrites.fusion) and its application in the TVM backend
+(runtime/backends/tvm_fusion.py), against TVM's own FuseOps as the baseline and NumPy/onnxruntime
+as the oracle of the numbers."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+import tvm
+from gdp.ops import mapping as M
+from gdp.rewrites import fusion as F
+from gdp.runtime.backends import tvm_fusion as T
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper, numpy_helper
+from tvm import relax
+
+import gdp
+
+
+def legalized(mod: tvm.IRModule) -> tvm.IRModule:
+    passes = [
+        relax.transform.LegalizeOps(),
+        relax.transform.AnnotateTIROpPattern(),
+        relax.transform.FoldConstant(),
+    ]
+    return tvm.transform.Sequential(passes)(mod)
+
+
+def tensor(shape) -> relax.TensorType:
+    return relax.TensorType(shape, "float32")
+
+
+def fuseops_example() -> tvm.IRModule:
+    """TVM's own FuseOps example: conv2d(x, w) -> add(constant) -> relu; conv * 0.5; the sum."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", tensor((1, 3, 16, 16)))
+    w = relax.Var("w", tensor((3, 3, 3, 3)))
+    with bb.function("main", [x, w]):
+        with bb.dataflow():
+            conv = bb.emit(relax.op.nn.conv2d(x, w))
+            a = bb.emit(relax.op.add(conv, relax.const(np.ones((1, 3, 14, 14), "float32"))))
+            r = bb.emit(relax.op.nn.relu(a))
+            m = bb.emit(relax.op.multiply(conv, relax.const(0.5, "float32")))
+            z = bb.emit_output(relax.op.add(r, m))
+        bb.emit_func_output(z)
+    return legalized(bb.get())
+
+
+def main_calls(mod: tvm.IRModule) -> list:
+    calls = []
+    relax.analysis.post_order_visit(
+        mod["main"].body, lambda e: calls.append(e) if isinstance(e, relax.Call) else None
+    )
+    return calls
+
+
+def test_tvm_fuseops_example_is_one_kernel_with_x_w_and_the_constant():
+    mod = fuseops_example()
+    ops, bindings = T.graph_of(mod)
+    assert [o.klass for o in ops] == [M.MANY_TO_MANY] + [M.ONE_TO_ONE] * 4
+    fused, report = T.fuse(mod, "gdp", F.CostModel())
+    assert report["groups"] == 1 and report["boundary_bytes"] == 0
+    fused = relax.transform.FuseTIR()(fused)
+    kernels = [gv for gv, f in fused.functions.items() if isinstance(f, tvm.tirx.PrimFunc)]
+    (call,) = [c for c in main_calls(fused) if c.args and isinstance(c.args[0], tvm.ir.GlobalVar)]
+    assert len(kernels) == 1
+    args = list(call.args[1].fields)
+    assert [a.name for a in args[:2]] == ["x", "w"] and isinstance(args[2], tvm.ir.Constant)
+    # The numbers: the fused kernel against NumPy.
+    target = tvm.target.Target("llvm")
+    with target:
+        rest = relax.backend.cpu_generic.pipeline
+        lowered = tvm.transform.Sequential(
+            rest.dataflow_lower_passes(target) + rest.finalize_passes(target)
+        )(fused)
+    vm = relax.VirtualMachine(tvm.compile(lowered, target=target), tvm.cpu())
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 3, 16, 16)).astype("float32")
+    w = rng.standard_normal((3, 3, 3, 3)).astype("float32")
+    got = vm["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(w)).numpy()
+    conv = np.zeros((1, 3, 14, 14), np.float32)
+    for f in range(3):
+        for i in range(14):
+            for j in range(14):
+                conv[0, f, i, j] = np.sum(x[0, :, i : i + 3, j : j + 3] * w[f])
+    want = np.maximum(conv + 1, 0) + conv * 0.5
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def chain_model() -> onnx.ModelProto:
+    """matmul -> reshape -> transpose -> add: TVM fuses nothing into the matmul."""
+    b = numpy_helper.from_array(np.linspace(-1, 1, 64 * 64, dtype=np.float32).reshape(64, 64), "b")
+    shape = numpy_helper.from_array(np.array([32, 8, 8], np.int64), "shape")
+    bias = numpy_helper.from_array(np.linspace(0, 1, 32 * 8 * 8, dtype=np.float32), "bias")
+    bias.dims[:] = [8, 32, 8]
+    nodes = [
+        helper.make_node("MatMul", ["x", "b"], ["m"]),
+        helper.make_node("Reshape", ["m", "shape"], ["r"]),
+        helper.make_node("Transpose", ["r"], ["t"], perm=[1, 0, 2]),
+        helper.make_node("Add", ["t", "bias"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [32, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 32, 8])],
+        initializer=[b, shape, bias],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_chain_tvm_leaves_unfused_is_one_kernel_under_gdp(tmp_path):
+    model = chain_model()
+    x = np.random.default_rng(1).standard_normal((32, 64)).astype(np.float32)
+    want = gdp.compile(model, target="reference")(x)
+    kernels = {}
+    for fusion in ("tvm", "gdp"):
+        compiled = gdp.compile(model, target="cpu", fusion=fusion, cache_dir=tmp_path)
+        np.testing.assert_allclose(compiled(x), want, rtol=1e-5, atol=1e-5)
+        kernels[fusion] = compiled.report()["kernels"]
+        report = compiled.report()["fusion"]
+    assert kernels["tvm"] >= 2 and kernels["gdp"] == 1, kernels
+    assert report["boundary_bytes"] < report["tvm_boundary_bytes"]
+
+
+def test_a_diamond_never_yields_a_cycle():
+    """a -> b -> d and a -> c -> d with c not fusable: {a, b, d} without c would make the cycle
+    group -> c -> group; the planner never returns it, and the checker refuses it."""
+    ops = [
+        F.Op("a", M.ONE_TO_ONE, 100, ()),
+        F.Op("b", M.ONE_TO_ONE, 100, (0,)),
+        F.Op("c", M.NOT_FUSABLE, 100, (0,)),
+        F.Op("d", M.ONE_TO_ONE, 100, (1, 2), is_output=True),
+    ]
+    graph = F.Graph(ops)
+    assert not F.is_legal(graph, [0, 0, 1, 0])
+    for baseline in (None, [0, 1, 2, 3]):
+        plan = F.plan(ops, F.CostModel(), baseline)
+        assert F.is_legal(graph, plan)
+        assert not (plan[0] == plan[3] and plan[2] != plan[0])
+
+
+def condensed_is_acyclic(graph: F.Graph, plan: list[int]) -> bool:
+    edges = {(plan[i], plan[j]) for j, op in enumerate(graph.ops) for i in op.inputs}
+    edges = {(a, b) for a, b in edges if a != b}
+    remaining = set(plan)
+    while remaining:
+        sources = {g for g in remaining if not any(b == g and a in remaining for a, b in edges)}
+        if not sources:
+            return False
+        remaining -= sources
+    return True
+
+
+# Random DAGs as Relax graphs of one tensor shape, one op per mapping class.
+OPS = {
+    "add": M.ONE_TO_ONE,
+    "relu": M.ONE_TO_ONE,
+    "flip": M.REORGANIZE,
+    "transpose": M.SHUFFLE,
+    "conv": M.MANY_TO_MANY,
+    "sum": M.MANY_TO_MANY,
+}
+
+
+def relax_dag(spec: list[tuple[str, int, int]]) -> tvm.IRModule:
+    shape = (1, 1, 8, 8)
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", tensor(shape))
+    w = relax.const(np.full((1, 1, 3, 3), 0.1, "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            values = [x]
+            for kind, i, j in spec:
+                a, b = values[i % len(values)], values[j % len(values)]
+                if kind == "add":
+                    expr = relax.op.add(a, b)
+                elif kind == "relu":
+                    expr = relax.op.nn.relu(a)
+                elif kind == "flip":
+                    expr = relax.op.flip(a, axis=3)
+                elif kind == "transpose":
+                    expr = relax.op.permute_dims(a, [0, 1, 3, 2])
+                elif kind == "conv":
+                    expr = relax.op.nn.conv2d(a, w, padding=1)
+                else:
+                    expr = relax.op.add(a, relax.op.sum(b, axis=[3], keepdims=True))
+                values.append(bb.emit(expr))
+            out = bb.emit_output(values[-1])
+        bb.emit_func_output(out)
+    return legalized(bb.get())
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(sorted(OPS)), st.integers(0, 40), st.integers(0, 40)),
+        min_size=2,
+        max_size=14,
+    )
+)
+def test_plans_cover_every_op_once_stay_acyclic_and_cost_no_more_than_tvms(spec):
+    mod = relax_dag(spec)
+    ops, bindings = T.graph_of(mod)
+    graph = F.Graph(ops)
+    tvm_plan = T.tvm_plan(mod, bindings)
+    model = F.CostModel(alpha=1.0, beta=0.5)
+    for plan in (F.plan(ops, model, tvm_plan), F.plan(ops, model)):
+        assert len(plan) == len(ops)  # every op in exactly one group
+        assert condensed_is_acyclic(graph, plan)
+    refined = F.plan(ops, model, tvm_plan)
+    assert F.cost(graph, refined, model) <= F.cost(graph, tvm_plan, model)
+    assert F.is_legal(graph, F.plan(ops, model))
+
+
+def test_the_fusion_option_is_checked(tmp_path):
+    with pytest.raises(gdp.TargetError, match="fusion: expected one of"):
+        gdp.compile(chain_model(), target="cpu", fusion="max", cache_dir=tmp_path)
