@@ -327,14 +327,19 @@ def _bind_any(expr: relax.Expr, mapping: dict) -> relax.Expr:
 
 def fuse(mod: tvm.IRModule, mode: str, cost: F.CostModel) -> tuple[tvm.IRModule, dict]:
     """`mod` (legalized, op patterns annotated) with its ops grouped as `mode` says, and a report:
-    the kernels and the bytes crossing kernel boundaries under each plan."""
+    the groups and the bytes crossing kernel boundaries under this plan and under TVM's."""
     found = graph_of(mod)
-    if mode == "tvm" or found is None:
-        return relax.transform.FuseOps()(mod), {"fusion": "tvm"}
+    if found is None:  # not one dataflow block: TVM's FuseOps as it is
+        return relax.transform.FuseOps()(mod), {"fusion": "tvm", "planned": False}
     ops, bindings = found
     graph = F.Graph(ops)
     baseline = tvm_plan(mod, bindings)
-    plan = list(range(len(ops))) if mode == "none" else F.plan(ops, cost, baseline)
+    if mode == "tvm":
+        plan = baseline
+    elif mode == "none":
+        plan = list(range(len(ops)))
+    else:
+        plan = F.plan(ops, cost, baseline)
     report = {
         "fusion": mode,
         "ops": len(ops),
@@ -343,6 +348,8 @@ def fuse(mod: tvm.IRModule, mode: str, cost: F.CostModel) -> tuple[tvm.IRModule,
         "tvm_groups": len(set(baseline)),
         "tvm_boundary_bytes": graph.boundary_bytes(baseline),
     }
+    if mode == "tvm":
+        return relax.transform.FuseOps()(mod), report
     return apply(mod, bindings, plan), report
 
 
