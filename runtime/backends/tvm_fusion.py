@@ -157,6 +157,7 @@ def tvm_plan(mod: tvm.IRModule, bindings: list[Binding]) -> list[int]:
     """FuseOps' grouping of the bindings, read back from its output on a copy where each call
     site calls its own copy of its kernel."""
     main, _ = _dataflow(mod)
+    outputs = set(relax.analysis.free_vars(main.body.body))
     copy = _without_main(mod)
     site = {}
     bb = relax.BlockBuilder(copy)
@@ -170,8 +171,7 @@ def tvm_plan(mod: tvm.IRModule, bindings: list[Binding]) -> list[int]:
                     gv = bb.add_func(mod[b.callee].with_attr("gdp_site", i), f"gdp_site_{i}")
                     site[gv.name_hint] = i
                     value = relax.Call(value.op, [gv, *value.args[1:]], value.attrs, value.ty_args)
-                out = _emit(bb, value, b.var, main)
-                remap[b.var] = out
+                remap[b.var] = _emit(bb, value, b.var, outputs)
             result = bb.emit_output(_bind_any(main.body.body, remap))
         bb.emit_func_output(result)
     fused = relax.transform.FuseOps()(bb.get())
@@ -197,8 +197,8 @@ def _call_tirs(func: relax.Function) -> list[relax.Call]:
     return calls
 
 
-def _emit(bb: relax.BlockBuilder, value: relax.Expr, var: relax.Var, main) -> relax.Var:
-    outputs = set(relax.analysis.free_vars(main.body.body))
+def _emit(bb: relax.BlockBuilder, value: relax.Expr, var: relax.Var, outputs: set) -> relax.Var:
+    """Bind `value` under `var`'s name, as a dataflow output where main returns `var`."""
     if var in outputs:
         return bb.emit_output(value, name_hint=var.name)
     return bb.emit(value, name_hint=var.name)
@@ -226,7 +226,7 @@ def apply(mod: tvm.IRModule, bindings: list[Binding], group_of: list[int]) -> tv
                 ids = members[g]
                 if len(ids) == 1:
                     b = bindings[ids[0]]
-                    remap[b.var] = _emit(bb, _bind_any(b.value, remap), b.var, main)
+                    remap[b.var] = _emit(bb, _bind_any(b.value, remap), b.var, final)
                     continue
                 exported = [
                     i for i in ids if bindings[i].var in final or readers.get(i, set()) - {g}
@@ -236,13 +236,13 @@ def apply(mod: tvm.IRModule, bindings: list[Binding], group_of: list[int]) -> tv
                 call = relax.Call(gv, args)
                 if len(exported) == 1:
                     remap[bindings[exported[0]].var] = _emit(
-                        bb, call, bindings[exported[0]].var, main
+                        bb, call, bindings[exported[0]].var, final
                     )
                     continue
                 tup = bb.emit(call)
                 for k, i in enumerate(exported):
                     remap[bindings[i].var] = _emit(
-                        bb, relax.TupleGetItem(tup, k), bindings[i].var, main
+                        bb, relax.TupleGetItem(tup, k), bindings[i].var, final
                     )
             result = bb.emit_output(_bind_any(main.body.body, remap))
         bb.emit_func_output(result)
@@ -280,12 +280,11 @@ def _primitive(bindings, ids, exported, remap):
         for a in _inputs(bindings[i].value):
             if a in inside or not isinstance(a, relax.Var | tvm.ir.Constant):
                 continue
-            key = a
-            if key in param_of:
+            if a in param_of:
                 continue
             outer = remap.get(a, a)
             p = relax.Var(f"p{len(params)}", a.ty)
-            param_of[key] = p
+            param_of[a] = p
             params.append(p)
             args.append(outer)
     bb = relax.BlockBuilder()
