@@ -320,6 +320,19 @@ def _exact(graph: Graph, model: CostModel) -> list[int]:
     return best[0]
 
 
+def acyclic(graph: Graph, group_of: Sequence[int]) -> bool:
+    """Whether the plan's condensed graph (one node per group) has no cycle."""
+    edges = {(group_of[i], group_of[j]) for j, op in enumerate(graph.ops) for i in op.inputs}
+    edges = {(a, b) for a, b in edges if a != b}
+    remaining = set(group_of)
+    while remaining:
+        sources = {g for g in remaining if not any(b == g and a in remaining for a, b in edges)}
+        if not sources:
+            return False
+        remaining -= sources
+    return True
+
+
 def _renumber(group_of: Sequence[int]) -> list[int]:
     ids: dict[int, int] = {}
     return [ids.setdefault(g, len(ids)) for g in group_of]

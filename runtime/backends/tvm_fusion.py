@@ -145,7 +145,9 @@ def graph_of(mod: tvm.IRModule) -> tuple[list[F.Op], list[Binding]] | None:
     ops = []
     for b in bindings:
         klass = M.NOT_FUSABLE
-        if b.callee:
+        if isinstance(b.value, relax.TupleGetItem):
+            klass = M.REORGANIZE  # a view of one field of a multi-output kernel's result
+        elif b.callee:
             read = sum(_bytes(a.ty) // _itemsize(a.ty) for a in _inputs(b.value))
             klass = classify(mod[b.callee], read, _bytes(b.var.ty) // _itemsize(b.var.ty))
         producers = sorted({index[a] for a in _inputs(b.value) if a in index})
@@ -182,6 +184,15 @@ def tvm_plan(mod: tvm.IRModule, bindings: list[Binding]) -> list[int]:
         members = [site[c.args[0].name_hint] for c in _call_tirs(func)]
         for m in members:
             group_of[m] = members[0]
+    # FuseOps fuses through TupleGetItem (a split's fields): such a binding joins its tuple's
+    # group where one of its readers is in that group too.
+    index = {b.var: i for i, b in enumerate(bindings)}
+    for i, b in enumerate(bindings):
+        if isinstance(b.value, relax.TupleGetItem) and b.value.tuple_value in index:
+            source = group_of[index[b.value.tuple_value]]
+            readers = [group_of[j] for j, c in enumerate(bindings) if b.var in _inputs(c.value)]
+            if source in readers:
+                group_of[i] = source
     return group_of
 
 
@@ -232,7 +243,8 @@ def apply(mod: tvm.IRModule, bindings: list[Binding], group_of: list[int]) -> tv
                     i for i in ids if bindings[i].var in final or readers.get(i, set()) - {g}
                 ]
                 func, args = _primitive(bindings, ids, exported, remap)
-                gv = bb.add_func(func, "fused_" + "_".join(bindings[i].callee for i in ids)[:80])
+                names = "_".join(bindings[i].callee for i in ids if bindings[i].callee)
+                gv = bb.add_func(func, f"fused_{names}"[:80])
                 call = relax.Call(gv, args)
                 if len(exported) == 1:
                     remap[bindings[exported[0]].var] = _emit(
@@ -333,6 +345,8 @@ def fuse(mod: tvm.IRModule, mode: str, cost: F.CostModel) -> tuple[tvm.IRModule,
     ops, bindings = found
     graph = F.Graph(ops)
     baseline = tvm_plan(mod, bindings)
+    if not F.acyclic(graph, baseline):  # read back wrong: plan from scratch instead
+        baseline = list(range(len(ops)))
     if mode == "tvm":
         plan = baseline
     elif mode == "none":
