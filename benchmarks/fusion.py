@@ -40,7 +40,10 @@ def measure(name: str, runs: int) -> dict:
         compiled = workload.build(module, "cpu", fusion=fusion)
         module.check(compiled(inputs), want)  # every plan computes the same answer
         builds[fusion] = compiled
-    timings = compare({f: (lambda c=c: c(inputs)) for f, c in builds.items()}, runs=runs)
+    # tvm and gdp interleaved with each other; none apart: run between them, its cold caches
+    # slowed whichever came next by 5-13% even where the two plans were identical.
+    timings = compare({f: (lambda c=builds[f]: c(inputs)) for f in ("tvm", "gdp")}, runs=runs)
+    timings |= compare({"none": lambda: builds["none"](inputs)}, runs=max(3, runs // 4))
     row = {"workload": name}
     for fusion, compiled in builds.items():
         reports = [m.report()["fusion"] or {} for m in compiled.models]
@@ -63,7 +66,8 @@ def markdown(rows: list[dict], runs: int, seconds: float) -> str:
         f" {THREADS} cores, in {seconds:.0f} s: each workload compiled for the cpu target with"
         ' `fusion="none"` (one kernel per op), `"tvm"` (TVM\'s FuseOps) and `"gdp"` (gdp\'s'
         " plan), checked against its OpenCV/NumPy peer, then run interleaved in one process on"
-        f" the same 1080p input; medians of {runs} runs (min-max). Kernels and MB crossing kernel"
+        f" the same 1080p input; medians of {runs} runs (min-max; tvm and gdp interleaved, none"
+        " timed apart, over a quarter of the runs). Kernels and MB crossing kernel"
         " boundaries are summed over a workload's models (canny: its prepare and hysteresis"
         " steps; the hysteresis runs until it converges).",
         "",
@@ -89,6 +93,11 @@ def markdown(rows: list[dict], runs: int, seconds: float) -> str:
         " the anchor's inputs read only inside; no stacked slice stencils; convex) and lowers"
         " alpha x bytes across boundaries + beta x the variance of kernel sizes (the cpu"
         " profile's alpha = 1, beta = 0). So it never moves more bytes than TVM's plan.",
+        "",
+        "Where the two plans are the same (the same kernels and bytes), the latency difference"
+        " is measurement noise. The fusion paper's goal of 1.3x over TVM's fusion is not reached"
+        " on these workloads: most are one kernel under both, and canny and mean_std are"
+        " dominated by one kernel (the hysteresis rounds, the reduction over 8 photos).",
         "",
     ]
     return "\n".join(lines)
