@@ -352,7 +352,7 @@ def fuse(mod: tvm.IRModule, mode: str, cost: F.CostModel) -> tuple[tvm.IRModule,
     elif mode == "none":
         plan = list(range(len(ops)))
     else:
-        plan = F.plan(ops, cost, baseline)
+        plan = _no_tuple_exports(bindings, F.plan(ops, cost, baseline))
     report = {
         "fusion": mode,
         "ops": len(ops),
@@ -364,6 +364,27 @@ def fuse(mod: tvm.IRModule, mode: str, cost: F.CostModel) -> tuple[tvm.IRModule,
     if mode == "tvm":
         return relax.transform.FuseOps()(mod), report
     return apply(mod, bindings, plan), report
+
+
+def _no_tuple_exports(bindings: list[Binding], group_of: list[int]) -> list[int]:
+    """The plan with every group that would pass a tuple (a split's whole result) to another
+    group broken up into single ops: FuseTIR mishandles a tuple among a primitive function's
+    results (it declares the fields' buffers twice)."""
+    index = {b.var: i for i, b in enumerate(bindings)}
+    out = list(group_of)
+    fresh = max(group_of, default=0) + 1
+    for j, b in enumerate(bindings):
+        for a in _inputs(b.value):
+            i = index.get(a)
+            if i is None or group_of[i] == group_of[j]:
+                continue
+            if isinstance(bindings[i].var.ty, relax.TupleType):
+                broken = group_of[i]
+                for k, g in enumerate(group_of):
+                    if g == broken:
+                        out[k] = fresh
+                        fresh += 1
+    return out
 
 
 def _attrs(func: relax.Function) -> dict | None:
