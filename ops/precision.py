@@ -124,6 +124,9 @@ PRECISION_CLASS: dict[str, str] = {
         NONLINEAR,
     ),  # fmt: skip
 }
+# (Abs and Neg keep magnitudes: GDPNPU files abs under non-linear, but |Sx| = S|x| exactly, so
+# gdp lets a scale pass through them.)
+
 # Elementwise ops (each output element from the input elements at its own position): a chain of
 # them runs in one kernel's registers, so under fp32 arithmetic (see gdp.rewrites.fp16) a value
 # passed between two of them is never stored, and never rounded to fp16.
@@ -135,8 +138,6 @@ ELEMENTWISE = frozenset(
         "Cos", "Round", "Floor", "Ceil", "Mod",
     }
 )  # fmt: skip
-# (Abs and Neg keep magnitudes: GDPNPU files abs under non-linear, but |Sx| = S|x| exactly, so
-# gdp lets a scale pass through them.)
 
 
 def _hull(*intervals: Interval) -> Interval:

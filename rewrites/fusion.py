@@ -84,45 +84,34 @@ def cost(graph: Graph, group_of: Sequence[int], model: CostModel) -> float:
 
 
 def legal_join(graph: Graph, members: int, v: int) -> bool:
-    """Whether op v may join the group `members` (a bit set of ops placed before v)."""
-    ops = graph.ops
-    klass = ops[v].klass
-    group = [i for i in range(v) if members >> i & 1]
-    if klass == M.NOT_FUSABLE or any(ops[i].klass == M.NOT_FUSABLE for i in group):
-        return False
-    anchors = sum(ops[i].klass == M.MANY_TO_MANY for i in group)
-    if anchors + (klass == M.MANY_TO_MANY) > 1:
-        return False
-    if not any(members >> i & 1 for i in ops[v].inputs):
-        return False  # connected through one of v's producers
-    if klass == M.MANY_TO_MANY and not _inputs_private(graph, members | (1 << v), v):
-        return False
-    if klass in _VIEWS and _stencil_sources(graph, members | (1 << v)) > 1:
-        return False
-    for i in ops[v].inputs:
-        if members >> i & 1 and not M.may_fuse(ops[i].klass, klass):
-            return False
-    # Convex: an ancestor of v outside the group must not descend from the group.
-    outside = graph.ancestors[v] & ~members
-    return all(not (graph.ancestors[x] & members) for x in range(v) if outside >> x & 1)
+    """Whether op v may join the legal group `members` (a bit set of ops placed before v)
+    through one of its producers."""
+    connected = any(members >> i & 1 for i in graph.ops[v].inputs)
+    return connected and group_ok(graph, members | (1 << v))
 
 
-def group_ok(graph: Graph, members: int) -> bool:
-    """The whole group's legality: rules on every edge inside, one anchor, convex."""
+def group_ok(graph: Graph, members: int, part: int | None = None, stencils: int = 1) -> bool:
+    """The whole group's legality: no not-fusable op beside others, at most one many-to-many op
+    whose feeding ops are read only inside, at most `stencils` slice-read stencil sources, the
+    class rules on its edges, convex. With `part` (one of two groups being merged), only the
+    edges between `part` and the rest are checked: each side's own edges were accepted before
+    (a baseline's groups may hold edges gdp's rules would not form)."""
     ops = graph.ops
     group = [i for i in range(len(ops)) if members >> i & 1]
     if len(group) > 1 and any(ops[i].klass == M.NOT_FUSABLE for i in group):
         return False
-    if sum(ops[i].klass == M.MANY_TO_MANY for i in group) > 1:
-        return False
     anchors = [a for a in group if ops[a].klass == M.MANY_TO_MANY]
-    if anchors and not _inputs_private(graph, members, anchors[0]):
+    if len(anchors) > 1 or (anchors and not _inputs_private(graph, members, anchors[0])):
         return False
-    if _stencil_sources(graph, members) > 1:
+    if _stencil_sources(graph, members) > stencils:
         return False
     for j in group:
         for i in ops[j].inputs:
-            if members >> i & 1 and not M.may_fuse(ops[i].klass, ops[j].klass):
+            if not members >> i & 1:
+                continue
+            if part is not None and bool(part >> i & 1) == bool(part >> j & 1):
+                continue
+            if not M.may_fuse(ops[i].klass, ops[j].klass):
                 return False
     return _convex(graph, members)
 
@@ -186,7 +175,7 @@ def _options(graph: Graph, groups: dict[int, int], group_of: list[int], v: int) 
         union = 0
         for g in producer_groups:
             union |= groups[g]
-        if legal_join(graph, union, v) and group_ok(graph, union | (1 << v)):
+        if legal_join(graph, union, v):
             options.append((producer_groups[0], tuple(producer_groups)))
     return options
 
@@ -251,7 +240,8 @@ def _merge_down(graph: Graph, group_of: list[int], model: CostModel) -> list[int
         }
         for a, b in pairs:
             union = members[a] | members[b]
-            if not _mergeable(graph, members[a], members[b], union):
+            stencils = max(_stencil_sources(graph, members[a]), _stencil_sources(graph, members[b]))
+            if not group_ok(graph, union, part=members[a], stencils=stencils):
                 continue
             trial = [a if g == b else g for g in group_of]
             c = cost(graph, trial, model)
@@ -260,23 +250,6 @@ def _merge_down(graph: Graph, group_of: list[int], model: CostModel) -> list[int
         if best is None:
             return group_of
         group_of = best[1]
-
-
-def _mergeable(graph: Graph, a: int, b: int, union: int) -> bool:
-    ops = graph.ops
-    group = [i for i in range(len(ops)) if union >> i & 1]
-    if any(ops[i].klass == M.NOT_FUSABLE for i in group):
-        return False
-    anchors = [i for i in group if ops[i].klass == M.MANY_TO_MANY]
-    if len(anchors) > 1 or (anchors and not _inputs_private(graph, union, anchors[0])):
-        return False
-    for j in group:
-        for i in ops[j].inputs:
-            crosses = (a >> i & 1 and b >> j & 1) or (b >> i & 1 and a >> j & 1)
-            if crosses and not M.may_fuse(ops[i].klass, ops[j].klass):
-                return False
-    stencils = max(_stencil_sources(graph, a), _stencil_sources(graph, b))
-    return _stencil_sources(graph, union) <= stencils and _convex(graph, union)
 
 
 def _greedy(graph: Graph) -> list[int]:

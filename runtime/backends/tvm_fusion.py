@@ -23,8 +23,9 @@ from tvm import relax
 FUSIONS = ("gdp", "tvm", "none")
 DEFAULT_FUSION = "gdp"
 
-# TVM's OpPatternKind values (include/tvm/relax/op_attr_types.h).
-_ELEMWISE, _BROADCAST, _INJECTIVE, _COMM_REDUCE, _OUT_EWISE_FUSABLE = 0, 1, 2, 3, 4
+# TVM's OpPatternKind values (include/tvm/relax/op_attr_types.h) that decide a class; 0 is
+# elementwise, 2 injective, above 4 tuple and opaque.
+_BROADCAST, _COMM_REDUCE, _OUT_EWISE_FUSABLE = 1, 3, 4
 
 
 @dataclass
@@ -38,15 +39,22 @@ def _numel(shape) -> int:
     return int(np.prod([int(d) for d in shape], dtype=np.int64))
 
 
-def _bytes(ty) -> int:
+def _elements(ty) -> int:
+    """Elements of a static tensor (of each field, for a tuple); 0 where the shape is unknown."""
     if isinstance(ty, relax.TensorType) and isinstance(ty.shape, relax.ShapeExpr):
         try:
-            return _numel(ty.shape.values) * np.dtype(str(ty.dtype)).itemsize
+            return _numel(ty.shape.values)
         except (TypeError, ValueError):
             return 0
     if isinstance(ty, relax.TupleType):
-        return sum(_bytes(f) for f in ty.fields)
+        return sum(_elements(f) for f in ty.fields)
     return 0
+
+
+def _bytes(ty) -> int:
+    if isinstance(ty, relax.TupleType):
+        return sum(_bytes(f) for f in ty.fields)
+    return _elements(ty) * _itemsize(ty)
 
 
 def classify(func: tvm.tirx.PrimFunc, read_elements: int, written_elements: int) -> str:
@@ -148,8 +156,8 @@ def graph_of(mod: tvm.IRModule) -> tuple[list[F.Op], list[Binding]] | None:
         if isinstance(b.value, relax.TupleGetItem):
             klass = M.REORGANIZE  # a view of one field of a multi-output kernel's result
         elif b.callee:
-            read = sum(_bytes(a.ty) // _itemsize(a.ty) for a in _inputs(b.value))
-            klass = classify(mod[b.callee], read, _bytes(b.var.ty) // _itemsize(b.var.ty))
+            read = sum(_elements(a.ty) for a in _inputs(b.value))
+            klass = classify(mod[b.callee], read, _elements(b.var.ty))
         producers = sorted({index[a] for a in _inputs(b.value) if a in index})
         ops.append(F.Op(b.var.name, klass, _bytes(b.var.ty), tuple(producers), b.var in outputs))
     return ops, bindings
