@@ -222,34 +222,96 @@ def plan(
 
 
 def _merge_down(graph: Graph, group_of: list[int], model: CostModel) -> list[int]:
-    """Best-first merging of two groups joined by an edge, while the cost falls. A merge must keep
-    the pairwise rules on the edges it internalises, at most one many-to-many op, the anchor's
-    inputs private, convexity, and must not stack stencils (no more slice-read stencil sources
-    than the larger of the two groups had)."""
+    """Best-first steps from a plan while the cost falls. A step merges two groups joined by an
+    edge, or moves the tail of a group (ops whose values only it and the other group read) into
+    the group that consumes it: TVM fuses a reduction with the elementwise ops after it, and
+    when those ops feed a second reduction, moving them to it keeps their large result in
+    registers (sharpness's (x - mean)^2 before its mean). A step must keep the pairwise rules on
+    the edges it internalises, at most one many-to-many op per group, the anchor's inputs
+    private, convexity, and must not stack stencils (no more slice-read stencil sources than
+    the larger of the two groups had)."""
     while True:
         members: dict[int, int] = {}
         for v, g in enumerate(group_of):
             members[g] = members.get(g, 0) | (1 << v)
         current = cost(graph, group_of, model)
         best = None
-        pairs = {
-            (group_of[i], group_of[j])
+        edges = {
+            (i, j)
             for j, op in enumerate(graph.ops)
             for i in op.inputs
             if group_of[i] != group_of[j]
         }
-        for a, b in pairs:
-            union = members[a] | members[b]
-            stencils = max(_stencil_sources(graph, members[a]), _stencil_sources(graph, members[b]))
-            if not group_ok(graph, union, part=members[a], stencils=stencils):
-                continue
+        for a, b in {(group_of[i], group_of[j]) for i, j in edges}:
             trial = [a if g == b else g for g in group_of]
-            c = cost(graph, trial, model)
-            if c < current and (best is None or c < best[0]):
-                best = (c, trial)
+            if _step_ok(graph, members, a, b, members[b]):
+                best = _better(graph, model, trial, current, best)
+        for i, j in edges:
+            a, b = group_of[i], group_of[j]
+            for tail in _tails(graph, members[a], members[b], i):
+                if _step_ok(graph, members, b, a, tail):
+                    trial = [b if tail >> v & 1 else g for v, g in enumerate(group_of)]
+                    best = _better(graph, model, trial, current, best)
         if best is None:
             return group_of
         group_of = best[1]
+
+
+def _better(graph, model, trial, current, best):
+    c = cost(graph, trial, model)
+    if c < current and (best is None or c < best[0]):
+        return (c, trial)
+    return best
+
+
+def _step_ok(graph: Graph, members: dict[int, int], into: int, source: int, moved: int) -> bool:
+    """Whether moving the ops `moved` (all or part of group `source`) into group `into` leaves
+    both groups legal."""
+    union = members[into] | moved
+    stencils = max(_stencil_sources(graph, members[into]), _stencil_sources(graph, moved))
+    if not group_ok(graph, union, part=members[into], stencils=stencils):
+        return False
+    rest = members[source] & ~moved
+    return rest == 0 or _remainder_ok(graph, rest)
+
+
+def _remainder_ok(graph: Graph, members: int) -> bool:
+    """A legal group less some of its ops: still connected and convex, and its anchor's inputs
+    still private (its other edges were accepted before)."""
+    anchors = [a for a in range(len(graph.ops)) if members >> a & 1]
+    anchors = [a for a in anchors if graph.ops[a].klass == M.MANY_TO_MANY]
+    if anchors and not _inputs_private(graph, members, anchors[0]):
+        return False
+    return _connected(graph, members) and _convex(graph, members)
+
+
+def _connected(graph: Graph, members: int) -> bool:
+    first = (members & -members).bit_length() - 1
+    seen, frontier = 1 << first, [first]
+    while frontier:
+        v = frontier.pop()
+        for w in (*graph.ops[v].inputs, *graph.consumers[v]):
+            if members >> w & 1 and not seen >> w & 1:
+                seen |= 1 << w
+                frontier.append(w)
+    return seen == members
+
+
+def _tails(graph: Graph, source: int, into: int, start: int) -> list[int]:
+    """Growing sets of ops of group `source`, from op `start` upwards through producers, each
+    set closed under consumers: every value it computes is read only by itself or group
+    `into` (graph outputs may be computed in either group)."""
+    tails, tail = [], 0
+    frontier = [start]
+    while frontier:
+        v = frontier.pop(0)
+        if tail >> v & 1 or not all((tail | into | 1 << v) >> c & 1 for c in graph.consumers[v]):
+            continue
+        tail |= 1 << v
+        if tail != source:
+            tails.append(tail)
+        frontier += [i for i in graph.ops[v].inputs if source >> i & 1]
+    return tails
 
 
 def _greedy(graph: Graph) -> list[int]:

@@ -39,6 +39,10 @@ MAX_VECTOR_LANES = 48
 MAX_CHANNELS = 4
 # Partial results per core of a reduction with few outputs (see _schedule_reductions).
 PARTIALS_PER_CORE = 4
+# Longest reduction computed per strip inside a row kernel (a grey conversion's three channels).
+SHORT_REDUCTION = 16
+# Most times over a strip schedule may compute a source (halo rows included).
+MAX_STRIP_RECOMPUTE = 2
 # Most expression nodes inlining may duplicate (see _reused).
 MAX_INLINED_COPY = 256
 # Below this many elements a reduction is not worth splitting across threads.
@@ -75,15 +79,37 @@ def _schedule(func: tvm.tirx.PrimFunc, cores: int) -> tvm.s_tir.Schedule | None:
     """gdp's schedule of one kernel, or None where it leaves TVM's default."""
     sch = tvm.s_tir.Schedule(func)
     kept = _inline_producers(sch)
+    blocks = sch.get_child_blocks(sch.get_sblock("root"))
     outputs = sch.get_output_blocks(sch.get_sblock("root"))
-    spatial = all(_is_spatial(sch, b) for b in sch.get_child_blocks(sch.get_sblock("root")))
-    if spatial and len(outputs) == 1 and len(sch.get_loops(outputs[0])) >= 2:
-        done = _schedule_rows(sch, outputs[0], kept, cores)
-    elif any(not _is_spatial(sch, b) for b in sch.get_child_blocks(sch.get_sblock("root"))):
+    if _row_kernel(sch, blocks, outputs):
+        done = _schedule_rows(sch, outputs, kept, cores)
+    elif any(not _is_spatial(sch, b) for b in blocks):
         done = _schedule_reductions(sch, cores)
     else:
         done = _schedule_generic(sch, cores)
     return sch if done else None
+
+
+def _row_kernel(sch: tvm.s_tir.Schedule, blocks: list, outputs: list) -> bool:
+    """Whether the kernel can run as row strips: spatial outputs of one shape (a fused group
+    may export several images, such as Canny's two threshold maps), and no reduction but short
+    ones (a grey conversion's sum over three channels), which are computed per strip like any
+    other source."""
+    shapes = {tuple(int(sch.get(lp).extent) for lp in sch.get_loops(b)) for b in outputs}
+    if len(shapes) != 1 or len(next(iter(shapes))) < 2:
+        return False
+    if not all(_is_spatial(sch, b) for b in outputs):
+        return False
+    return all(_is_spatial(sch, b) or _reduced_elements(sch, b) <= SHORT_REDUCTION for b in blocks)
+
+
+def _reduced_elements(sch: tvm.s_tir.Schedule, block) -> int:
+    """How many elements each output of a reduction block combines."""
+    return math.prod(
+        int(iv.dom.extent)
+        for iv in sch.get(block).iter_vars
+        if iv.iter_type != tvm.tirx.IterVar.DataPar
+    )
 
 
 def _is_stencil_source(sch: tvm.s_tir.Schedule, block) -> bool:
@@ -229,20 +255,75 @@ def _strip_rows(rows: int, cores: int) -> int:
     return _nearest_divisor(rows, max(1, rows // (STRIPS_PER_CORE * cores)))
 
 
-def _schedule_rows(sch: tvm.s_tir.Schedule, output, sources: list, cores: int) -> bool:
-    loops = sch.get_loops(output)
-    channels = int(sch.get(loops[-1]).extent)
-    outer = loops[: -2 if channels <= MAX_CHANNELS else -1]
-    if not outer:
+def _schedule_rows(sch: tvm.s_tir.Schedule, outputs: list, sources: list, cores: int) -> bool:
+    """Row strips: the outputs' rows cut into strips run in parallel, each strip computing the
+    rows of the sources it reads (halo included) first. A source whose strip would need far
+    more than its share of rows (read through a reflection, which reaches across the image) is
+    computed in full before the strips instead: a strip of it would be the whole of it."""
+    full = _sources_recomputed(sch.copy(), outputs, sources, cores)
+    if full is None:
         return False
-    outer = sch.fuse(*outer) if len(outer) > 1 else outer[0]
-    strip, _rows = sch.split(outer, [None, _strip_rows(int(sch.get(outer).extent), cores)])
-    sch.parallel(strip)
+    sources = [b for b in sources if sch.get(b).name_hint not in full]
+    strip = _strip_loop(sch, outputs, cores)
     for source in reversed(sources):  # consumers first, so each lands under the strip loop
         sch.compute_at(source, strip, preserve_unit_loops=True)
-    for block in (*sources, output):
-        _vectorize_row(sch, sch.get_loops(block)[1:])
+    for block in sch.get_child_blocks(sch.get_sblock("root")):
+        if sch.get(block).name_hint in full:
+            loops = sch.get_loops(block)
+            sch.parallel(loops[0])
+            _vectorize_block_row(sch, block, loops[1:])
+    for block in (*sources, *outputs):
+        _vectorize_block_row(sch, block, sch.get_loops(block)[1:])
     return True
+
+
+def _strip_loop(sch: tvm.s_tir.Schedule, outputs: list, cores: int):
+    """The parallel loop over the outputs' row strips (one loop for all outputs)."""
+    strips = []
+    for output in outputs:
+        loops = sch.get_loops(output)
+        channels = int(sch.get(loops[-1]).extent)
+        outer = loops[: -2 if channels <= MAX_CHANNELS else -1]
+        outer = sch.fuse(*outer) if len(outer) > 1 else outer[0]
+        strip, _rows = sch.split(outer, [None, _strip_rows(int(sch.get(outer).extent), cores)])
+        strips.append(strip)
+    # Several outputs share one strip loop: each strip computes its sources once for all.
+    strip = sch.merge(*strips) if len(strips) > 1 else strips[0]
+    sch.parallel(strip)
+    return strip
+
+
+def _sources_recomputed(sch: tvm.s_tir.Schedule, outputs, sources, cores) -> set | None:
+    """On a copy of the schedule: the names of the sources that strips would recompute more
+    than MAX_STRIP_RECOMPUTE times over (None where the outputs cannot be cut into strips)."""
+    for output in outputs:
+        loops = sch.get_loops(output)
+        channels = int(sch.get(loops[-1]).extent)
+        if not loops[: -2 if channels <= MAX_CHANNELS else -1]:
+            return None
+    strip = _strip_loop(sch, outputs, cores)
+    count = int(sch.get(strip).extent)
+    for source in reversed(sources):
+        sch.compute_at(source, strip, preserve_unit_loops=True)
+    full = set()
+    for source in sources:
+        domain = math.prod(int(iv.dom.extent) for iv in sch.get(source).iter_vars)
+        per_strip = math.prod(int(sch.get(lp).extent) for lp in sch.get_loops(source)[1:])
+        if per_strip * count > MAX_STRIP_RECOMPUTE * domain:
+            full.add(sch.get(source).name_hint)
+    return full
+
+
+def _vectorize_block_row(sch: tvm.s_tir.Schedule, block, loops: list) -> None:
+    if not _is_spatial(sch, block):
+        # A short reduction's loops go outside the row, which is then vectorised.
+        kinds = [iv.iter_type == tvm.tirx.IterVar.DataPar for iv in sch.get(block).iter_vars]
+        kinds = kinds[len(kinds) - len(loops) :]
+        spatial = [lp for lp, k in zip(loops, kinds, strict=True) if k]
+        reduction = [lp for lp, k in zip(loops, kinds, strict=True) if not k]
+        sch.reorder(*spatial[:-1], *reduction, spatial[-1])
+        loops = [spatial[-1]]
+    _vectorize_row(sch, loops)
 
 
 def _schedule_reductions(sch: tvm.s_tir.Schedule, cores: int) -> bool:
