@@ -5,11 +5,9 @@ The planner works on an abstract DAG: each op has a mapping class (gdp.ops.mappi
 of its output. A plan assigns every op to one group; a group is legal when
 - every edge inside it is allowed by the class rules (gdp.ops.mapping.may_fuse; one-to-one fuses
   both ways, which the paper's table omits although its own conv -> bias_add -> relu needs it),
-- it holds at most one many-to-many op (no stencil fusion: gdp's schedules have no halo
-  recompute yet) and no not-fusable op beside others, and the ops feeding its many-to-many op
-  are read only inside it (gdp's schedules do not store a reduction's input on the way),
-- at most one of its ops is read through several views (a stencil written with slices: fused,
-  its value is recomputed at every tap, and stacked stencils multiply that),
+- it holds at most one many-to-many op and no not-fusable op beside others, and the ops
+  feeding its many-to-many op are read only inside it (gdp's schedules do not store a
+  reduction's input on the way),
 - it is connected and convex: no path leaves it and comes back (the paper's {4,5,6,9} without 8
   would make a cycle group -> 8 -> group).
 Values read outside their group are materialised (the group's outputs).
@@ -17,11 +15,12 @@ Values read outside their group are materialised (the group's outputs).
 Cost of a complete plan: alpha * bytes crossing group boundaries + beta * the variance of the
 group sizes (the paper's FusedCost), alpha and beta from the target's profile.
 
-Search: ops are placed in topological order, each into a new group, or into the group of one of
-its producers, or into the union of all its producers' groups, when that stays legal. Graphs of
-up to EXACT_LIMIT ops are searched exhaustively (branch and bound on the partial cost); larger
-ones greedily (each op where it saves the most bytes), and the result is compared with the
-baseline plan given (TVM's, where it is legal under these rules): the cheaper one wins.
+Search, given a baseline plan (TVM's): best-first steps from it while the cost falls, each
+merging two groups joined by an edge or moving a group's private tail into the group that
+consumes it. Without one: ops are placed in topological order, each into a new group, or into
+the group of one of its producers, or into the union of all its producers' groups, when that
+stays legal; graphs of up to EXACT_LIMIT ops are searched exhaustively (branch and bound on the
+partial cost), larger ones greedily (each op where it saves the most bytes).
 """
 
 from __future__ import annotations
@@ -90,20 +89,22 @@ def legal_join(graph: Graph, members: int, v: int) -> bool:
     return connected and group_ok(graph, members | (1 << v))
 
 
-def group_ok(graph: Graph, members: int, part: int | None = None, stencils: int = 1) -> bool:
+def group_ok(graph: Graph, members: int, part: int | None = None) -> bool:
     """The whole group's legality: no not-fusable op beside others, at most one many-to-many op
-    whose feeding ops are read only inside, at most `stencils` slice-read stencil sources, the
-    class rules on its edges, convex. With `part` (one of two groups being merged), only the
-    edges between `part` and the rest are checked: each side's own edges were accepted before
-    (a baseline's groups may hold edges gdp's rules would not form)."""
+    whose feeding ops are read only inside, the class rules on its edges, convex. With `part`
+    (one of two groups being merged), only the edges between `part` and the rest are checked:
+    each side's own edges were accepted before (a baseline's groups may hold edges gdp's rules
+    would not form).
+
+    Stencils written with slices (a value read through several shifted views) may stack: gdp's
+    schedules compute each such value per row strip, its halo rows included, so a chain of
+    them (Canny's blur -> Sobel -> non-maximum suppression) runs as one kernel in cache."""
     ops = graph.ops
     group = [i for i in range(len(ops)) if members >> i & 1]
     if len(group) > 1 and any(ops[i].klass == M.NOT_FUSABLE for i in group):
         return False
     anchors = [a for a in group if ops[a].klass == M.MANY_TO_MANY]
     if len(anchors) > 1 or (anchors and not _inputs_private(graph, members, anchors[0])):
-        return False
-    if _stencil_sources(graph, members) > stencils:
         return False
     for j in group:
         for i in ops[j].inputs:
@@ -122,24 +123,6 @@ def is_legal(graph: Graph, group_of: Sequence[int]) -> bool:
     for v, g in enumerate(group_of):
         members[g] = members.get(g, 0) | (1 << v)
     return all(group_ok(graph, m) for m in members.values())
-
-
-_VIEWS = (M.REORGANIZE, M.SHUFFLE)
-
-
-def _stencil_sources(graph: Graph, members: int) -> int:
-    """Members read through two or more views (shifted slices) inside the group: each is a
-    stencil written with slices, and its value is recomputed at every tap once fused. One level
-    is cheap (a Laplacian of a grey image); stacked levels multiply the recomputation (Canny's
-    blur -> Sobel -> non-maximum suppression, 2.5x slower as one kernel)."""
-    count = 0
-    for x in range(len(graph.ops)):
-        if members >> x & 1:
-            views = [
-                c for c in graph.consumers[x] if members >> c & 1 and graph.ops[c].klass in _VIEWS
-            ]
-            count += len(views) >= 2
-    return count
 
 
 def _inputs_private(graph: Graph, members: int, anchor: int) -> bool:
@@ -210,9 +193,9 @@ def plan(
 ) -> list[int]:
     """The fusion plan: a group id per op (groups numbered in order of first op).
 
-    With a baseline (TVM's plan), the plan starts from it and merges groups while a merge is
-    legal and lowers the cost: never more bytes across kernel boundaries than the baseline, and
-    kernels of the shapes gdp's schedules are tuned for. Without one, it searches from scratch."""
+    With a baseline (TVM's plan), the plan starts from it and steps while a step is legal and
+    lowers the cost: never more bytes across kernel boundaries than the baseline, and kernels of
+    the shapes gdp's schedules are tuned for. Without one, it searches from scratch."""
     model = model or CostModel()
     graph = Graph(ops)
     if baseline is not None:
@@ -228,8 +211,7 @@ def _merge_down(graph: Graph, group_of: list[int], model: CostModel) -> list[int
     when those ops feed a second reduction, moving them to it keeps their large result in
     registers (sharpness's (x - mean)^2 before its mean). A step must keep the pairwise rules on
     the edges it internalises, at most one many-to-many op per group, the anchor's inputs
-    private, convexity, and must not stack stencils (no more slice-read stencil sources than
-    the larger of the two groups had)."""
+    private, and convexity."""
     while True:
         members: dict[int, int] = {}
         for v, g in enumerate(group_of):
@@ -268,8 +250,7 @@ def _step_ok(graph: Graph, members: dict[int, int], into: int, source: int, move
     """Whether moving the ops `moved` (all or part of group `source`) into group `into` leaves
     both groups legal."""
     union = members[into] | moved
-    stencils = max(_stencil_sources(graph, members[into]), _stencil_sources(graph, moved))
-    if not group_ok(graph, union, part=members[into], stencils=stencils):
+    if not group_ok(graph, union, part=members[into]):
         return False
     rest = members[source] & ~moved
     return rest == 0 or _remainder_ok(graph, rest)

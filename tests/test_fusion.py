@@ -144,6 +144,27 @@ def test_a_diamond_never_yields_a_cycle():
         assert not (plan[0] == plan[3] and plan[2] != plan[0])
 
 
+def test_an_elementwise_tail_moves_from_one_reduction_to_the_next():
+    """Sharpness's variance: row means of x, their mean, then (x - mean)^2 and its row means.
+    TVM fuses the subtract and the square after the mean (an elementwise epilogue) and stores
+    the squares; gdp moves them to the reduction they feed, so only the scalar crosses."""
+    ops = [
+        F.Op("x", M.ONE_TO_ONE, 800, ()),
+        F.Op("row_means", M.MANY_TO_MANY, 40, (0,)),
+        F.Op("mean", M.MANY_TO_MANY, 4, (1,)),
+        F.Op("sub", M.ONE_TO_ONE, 800, (0, 2)),
+        F.Op("square", M.ONE_TO_ONE, 800, (3,)),
+        F.Op("square_row_means", M.MANY_TO_MANY, 40, (4,), is_output=True),
+    ]
+    tvm_like = [0, 1, 2, 2, 2, 3]
+    graph = F.Graph(ops)
+    plan = F.plan(ops, F.CostModel(), tvm_like)
+    assert plan[3] == plan[4] == plan[5] != plan[2]
+    assert F.is_legal(graph, plan) and F.acyclic(graph, plan)
+    assert graph.boundary_bytes(plan) == 2 * 800 + 40 + 4  # x read twice, the two means
+    assert graph.boundary_bytes(tvm_like) == 2 * 800 + 40 + 800
+
+
 # Random DAGs as Relax graphs of one tensor shape, one op per mapping class.
 OPS = {
     "add": M.ONE_TO_ONE,

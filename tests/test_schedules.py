@@ -1,0 +1,107 @@
+"""gdp's CPU schedules (runtime/backends/tvm_schedules.py) on kernels that gdp's fusion plans
+form and TVM's do not: several outputs, a short reduction and stacked stencils in one kernel.
+The numbers are checked against NumPy."""
+
+from __future__ import annotations
+
+import numpy as np
+import tvm
+from gdp.runtime.backends import tvm_schedules as S
+from tvm import te
+
+H, W = 64, 48
+
+
+def grey_blur_thresholds() -> tvm.tirx.PrimFunc:
+    """grey = sum over RGB (a reduction of 3); a 3x3 box sum of grey; a 3x3 box sum of that
+    (stacked stencils); two threshold maps of the result (two outputs of one shape)."""
+    rgb = te.placeholder((H + 4, W + 4, 3), "float32", name="rgb")
+    c = te.reduce_axis((0, 3), name="c")
+    grey = te.compute((H + 4, W + 4), lambda y, x: te.sum(rgb[y, x, c], axis=c), name="grey")
+
+    def box(src, size, name):
+        return te.compute(
+            (size[0], size[1]),
+            lambda y, x: sum(src[y + dy, x + dx] for dy in range(3) for dx in range(3)),
+            name=name,
+        )
+
+    once = box(grey, (H + 2, W + 2), "once")
+    twice = box(once, (H, W), "twice")
+    high = te.compute((H, W), lambda y, x: (twice[y, x] > 200.0).astype("uint8"), name="high")
+    low = te.compute((H, W), lambda y, x: (twice[y, x] < 100.0).astype("uint8"), name="low")
+    return te.create_prim_func([rgb, high, low])
+
+
+def numpy_oracle(rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    grey = rgb.sum(axis=2)
+
+    def box(a):
+        h, w = a.shape[0] - 2, a.shape[1] - 2
+        return sum(a[dy : dy + h, dx : dx + w] for dy in range(3) for dx in range(3))
+
+    twice = box(box(grey))
+    return (twice > 200).astype(np.uint8), (twice < 100).astype(np.uint8)
+
+
+def outer_loop(sch, name: str):
+    """The outermost loop around block `name`, and whether it runs in parallel."""
+    loop = sch.get_loops(sch.get_sblock(name))[0]
+    return sch.get_sref(loop), sch.get(loop).kind == tvm.tirx.ForKind.PARALLEL
+
+
+def test_two_outputs_a_short_reduction_and_stacked_stencils_run_as_one_strip_loop():
+    sch = S._schedule(grey_blur_thresholds(), cores=2)
+    assert sch is not None, "gdp's schedule left the kernel to TVM's default"
+    func = sch.mod["main"]
+    # One parallel loop over row strips computes the grey, the first box sum (the second is
+    # inlined into the two outputs) and both outputs.
+    strips, parallel = outer_loop(sch, "high")
+    assert parallel
+    for name in ("grey", "once", "low"):
+        assert outer_loop(sch, name)[0].same_as(strips), f"{name} is not under the strip loop"
+
+    rgb = np.random.default_rng(0).uniform(0, 10, (H + 4, W + 4, 3)).astype("float32")
+    lib = tvm.compile(func, target="llvm")
+    high = tvm.runtime.empty((H, W), "uint8")
+    low = tvm.runtime.empty((H, W), "uint8")
+    lib(tvm.runtime.tensor(rgb), high, low)
+    want_high, want_low = numpy_oracle(rgb.astype(np.float64))
+    np.testing.assert_array_equal(high.numpy(), want_high)
+    np.testing.assert_array_equal(low.numpy(), want_low)
+
+
+def test_a_source_read_through_a_reflection_is_computed_once_not_per_strip():
+    """A reflected read reaches across the image: computed per strip, the grey image would be
+    computed whole by every strip. It is computed in full before the strips instead."""
+    rgb = te.placeholder((H, W, 3), "float32", name="rgb")
+    c = te.reduce_axis((0, 3), name="c")
+    grey = te.compute((H, W), lambda y, x: te.sum(rgb[y, x, c], axis=c), name="grey")
+
+    def reflect(i, n):
+        return tvm.tirx.if_then_else(i < 0, -i, tvm.tirx.if_then_else(i >= n, 2 * n - 2 - i, i))
+
+    padded = te.compute(
+        (H + 2, W + 2), lambda y, x: grey[reflect(y - 1, H), reflect(x - 1, W)], name="padded"
+    )
+    out = te.compute(
+        (H, W),
+        lambda y, x: sum(padded[y + dy, x + dx] for dy in range(3) for dx in range(3)),
+        name="out",
+    )
+    sch = S._schedule(te.create_prim_func([rgb, out]), cores=2)
+    assert sch is not None
+    func = sch.mod["main"]
+    strips, parallel = outer_loop(sch, "out")
+    grey_loop, grey_parallel = outer_loop(sch, "grey")
+    assert parallel and grey_parallel
+    assert not grey_loop.same_as(strips)  # its own parallel loop, before the strips
+    assert outer_loop(sch, "padded")[0].same_as(strips)
+
+    x = np.random.default_rng(1).uniform(0, 10, (H, W, 3)).astype("float32")
+    lib = tvm.compile(func, target="llvm")
+    got = tvm.runtime.empty((H, W), "float32")
+    lib(tvm.runtime.tensor(x), got)
+    grey_np = np.pad(x.astype(np.float64).sum(axis=2), 1, mode="reflect")
+    want = sum(grey_np[dy : dy + H, dx : dx + W] for dy in range(3) for dx in range(3))
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5)
