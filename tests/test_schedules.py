@@ -105,3 +105,23 @@ def test_a_source_read_through_a_reflection_is_computed_once_not_per_strip():
     grey_np = np.pad(x.astype(np.float64).sum(axis=2), 1, mode="reflect")
     want = sum(grey_np[dy : dy + H, dx : dx + W] for dy in range(3) for dx in range(3))
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-5)
+
+
+def test_a_whole_image_reduction_beside_a_scalar_cast_is_split_across_cores():
+    """minMaxLoc's kernel: a max over every pixel, exported, and its cast to float64, a block
+    outside any loop (TVM's rfactor failed beside it and the kernel ran as one serial loop)."""
+    n = 1 << 16
+    x = te.placeholder((n,), "uint8", name="x")
+    k = te.reduce_axis((0, n), name="k")
+    top = te.compute((), lambda: te.max(x[k], axis=[k]), name="top")
+    wide = te.compute((), lambda: top().astype("float64"), name="wide")
+    sch = S._schedule(te.create_prim_func([x, top, wide]), cores=2)
+    assert sch is not None
+    assert outer_loop(sch, "top_rf")[1], "the partial maxima do not run in parallel"
+
+    data = np.random.default_rng(2).integers(0, 200, n, dtype=np.uint8)
+    data[12345] = 250
+    lib = tvm.compile(sch.mod["main"], target="llvm")
+    got_top, got_wide = tvm.runtime.empty((), "uint8"), tvm.runtime.empty((), "float64")
+    lib(tvm.runtime.tensor(data), got_top, got_wide)
+    assert int(got_top.numpy()) == 250 and float(got_wide.numpy()) == 250.0

@@ -308,10 +308,21 @@ def _sources_recomputed(sch: tvm.s_tir.Schedule, outputs, sources, cores) -> set
     full = set()
     for source in sources:
         domain = math.prod(int(iv.dom.extent) for iv in sch.get(source).iter_vars)
-        per_strip = math.prod(int(sch.get(lp).extent) for lp in sch.get_loops(source)[1:])
+        loops = sch.get_loops(source)
+        per_strip = math.prod(_largest_extent(sch, loops[: k + 1]) for k in range(1, len(loops)))
         if per_strip * count > MAX_STRIP_RECOMPUTE * domain:
             full.add(sch.get(source).name_hint)
     return full
+
+
+def _largest_extent(sch: tvm.s_tir.Schedule, nest: list) -> int:
+    """The extent of the innermost of the loops `nest` (outermost first), or its largest value
+    where it depends on the loops around it (a strip clamped at the image's edge)."""
+    analyzer = tvm.sym.Analyzer()
+    for loop in nest[:-1]:
+        node = sch.get(loop)
+        analyzer.bind(node.loop_var, tvm.ir.Range.from_min_extent(node.min, node.extent))
+    return analyzer.const_int_bound(sch.get(nest[-1]).extent).max_value
 
 
 def _vectorize_block_row(sch: tvm.s_tir.Schedule, block, loops: list) -> None:
@@ -333,8 +344,13 @@ def _schedule_reductions(sch: tvm.s_tir.Schedule, cores: int) -> bool:
     combined at the end. Other blocks run their outer loops in parallel."""
     jobs = PARTIALS_PER_CORE * cores
     for block in sch.get_child_blocks(sch.get_sblock("root")):
+        if not sch.get_loops(block):
+            # A block outside any loop (a scalar's cast) makes rfactor fail on its sibling
+            # (TVM's BlockReplacer check): a unit loop around it avoids that.
+            sch.add_unit_loop(block)
+    for block in sch.get_child_blocks(sch.get_sblock("root")):
         loops = sch.get_loops(block)
-        if not loops:
+        if len(loops) == 1 and int(sch.get(loops[0]).extent) == 1 and _is_spatial(sch, block):
             continue
         kinds = [iv.iter_type for iv in sch.get(block).iter_vars]
         spatial = [lp for lp, k in zip(loops, kinds, strict=True) if k == tvm.tirx.IterVar.DataPar]
