@@ -6,8 +6,8 @@ of its output. A plan assigns every op to one group; a group is legal when
 - every edge inside it is allowed by the class rules (gdp.ops.mapping.may_fuse; one-to-one fuses
   both ways, which the paper's table omits although its own conv -> bias_add -> relu needs it),
 - it holds at most one many-to-many op and no not-fusable op beside others, and the ops
-  feeding its many-to-many op are read only inside it (gdp's schedules do not store a
-  reduction's input on the way),
+  feeding its many-to-many op are read only inside it (gdp's schedules store a reduction's
+  input on the way only where the reduction reduces rows, computed per row strip),
 - it is connected and convex: no path leaves it and comes back (the paper's {4,5,6,9} without 8
   would make a cycle group -> 8 -> group).
 Values read outside their group are materialised (the group's outputs).
@@ -40,6 +40,10 @@ class Op:
     out_bytes: int
     inputs: tuple[int, ...]  # indices of producer ops (graph inputs and constants not listed)
     is_output: bool = False
+    # A many-to-many op that reduces each row of its input to one value (a mean along the
+    # image's rows): a row-strip kernel computes it beside the rows it reads, so its input may
+    # also leave the group.
+    reduces_rows: bool = False
 
 
 @dataclass(frozen=True)
@@ -128,7 +132,11 @@ def is_legal(graph: Graph, group_of: Sequence[int]) -> bool:
 def _inputs_private(graph: Graph, members: int, anchor: int) -> bool:
     """Whether the group's ops that feed its many-to-many anchor are read only inside the group:
     a kernel that reduces (or convolves) and also stores one of its inputs' intermediates runs
-    far slower under gdp's schedules than the two kernels apart (measured on sharpness)."""
+    far slower under gdp's schedules than the two kernels apart (measured on sharpness), except
+    where the anchor reduces rows: then the kernel runs as row strips, each storing its rows
+    and reducing them while they are in cache."""
+    if graph.ops[anchor].reduces_rows:
+        return True
     feeding = graph.ancestors[anchor] & members
     return all(
         all(members >> c & 1 for c in graph.consumers[x]) for x in range(anchor) if feeding >> x & 1

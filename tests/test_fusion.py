@@ -165,6 +165,21 @@ def test_an_elementwise_tail_moves_from_one_reduction_to_the_next():
     assert graph.boundary_bytes(tvm_like) == 2 * 800 + 40 + 800
 
 
+def test_a_row_reduction_joins_the_stencil_whose_image_also_leaves_the_kernel():
+    """A Laplacian read by its row means and by a later pass: a reduction may share a kernel
+    with an input that is also exported only where it reduces rows (the kernel runs as row
+    strips); any other reduction keeps its inputs private."""
+    for reduces_rows, fused in ((True, True), (False, False)):
+        ops = [
+            F.Op("lap", M.ONE_TO_ONE, 800, ()),
+            F.Op("row_means", M.MANY_TO_MANY, 40, (0,), reduces_rows=reduces_rows),
+            F.Op("later", M.NOT_FUSABLE, 800, (0, 1), is_output=True),
+        ]
+        plan = F.plan(ops, F.CostModel(), [0, 1, 2])
+        assert (plan[0] == plan[1]) is fused
+        assert F.is_legal(F.Graph(ops), plan)
+
+
 # Random DAGs as Relax graphs of one tensor shape, one op per mapping class.
 OPS = {
     "add": M.ONE_TO_ONE,

@@ -125,3 +125,39 @@ def test_a_whole_image_reduction_beside_a_scalar_cast_is_split_across_cores():
     got_top, got_wide = tvm.runtime.empty((), "uint8"), tvm.runtime.empty((), "float64")
     lib(tvm.runtime.tensor(data), got_top, got_wide)
     assert int(got_top.numpy()) == 250 and float(got_wide.numpy()) == 250.0
+
+
+def test_an_image_and_its_row_means_are_one_strip_loop_with_vector_partial_sums():
+    """Sharpness's first pass: a Laplacian exported (a later pass reads it) and its mean along
+    each row, computed strip by strip while the rows are in cache; the row sums accumulate in
+    vector lanes, combined per row."""
+    h, w = 64, 480
+    x = te.placeholder((h + 2, w + 2), "float32", name="x")
+    lap = te.compute(
+        (h, w),
+        lambda y, i: (
+            x[y, i + 1] + x[y + 2, i + 1] + x[y + 1, i] + x[y + 1, i + 2] - 4.0 * x[y + 1, i + 1]
+        ),
+        name="lap",
+    )
+    k = te.reduce_axis((0, w), name="k")
+    sums = te.compute((h,), lambda y: te.sum(lap[y, k], axis=k), name="sums")
+    means = te.compute((h,), lambda y: sums[y] / float(w), name="means")
+    sch = S._schedule(te.create_prim_func([x, lap, means]), cores=2)
+    assert sch is not None
+    strips, parallel = outer_loop(sch, "means")
+    assert parallel
+    # (The Laplacian's block is split into row vectors, its parts renamed.)
+    for name in ("sums_rf", "sums"):
+        assert outer_loop(sch, name)[0].same_as(strips), f"{name} is not under the strip loop"
+    lanes = sch.get(sch.get_loops(sch.get_sblock("sums_rf"))[-1])
+    assert lanes.kind == tvm.tirx.ForKind.VECTORIZED
+
+    data = np.random.default_rng(3).normal(0, 1, (h + 2, w + 2)).astype("float32")
+    lib = tvm.compile(sch.mod["main"], target="llvm")
+    got_lap, got_means = tvm.runtime.empty((h, w), "float32"), tvm.runtime.empty((h,), "float32")
+    lib(tvm.runtime.tensor(data), got_lap, got_means)
+    d = data.astype(np.float64)
+    want = d[:-2, 1:-1] + d[2:, 1:-1] + d[1:-1, :-2] + d[1:-1, 2:] - 4 * d[1:-1, 1:-1]
+    np.testing.assert_allclose(got_lap.numpy(), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got_means.numpy(), want.mean(axis=1), rtol=1e-4, atol=1e-5)

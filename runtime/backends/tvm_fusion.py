@@ -101,6 +101,31 @@ def _moves(func: tvm.tirx.PrimFunc) -> bool | None:
     return permuted
 
 
+def _reduces_rows(func: tvm.tirx.PrimFunc) -> bool:
+    """Whether a kernel's one reduction reduces the trailing axes of one of its inputs and keeps
+    the leading ones (a mean along each row of an image)."""
+    sch = tvm.s_tir.Schedule(func)
+    root = sch.get_sblock("root")
+    blocks = [sch.get(b) for b in sch.get_child_blocks(root)]
+    internal = list(sch.get(root).alloc_buffers)
+    reductions = [
+        b for b in blocks if any(iv.iter_type != tvm.tirx.IterVar.DataPar for iv in b.iter_vars)
+    ]
+    if len(reductions) != 1:
+        return False
+    (block,) = reductions
+    kinds = [iv.iter_type == tvm.tirx.IterVar.DataPar for iv in block.iter_vars]
+    spatial = sum(kinds)
+    if spatial == 0 or kinds != [True] * spatial + [False] * (len(kinds) - spatial):
+        return False
+    extents = [int(iv.dom.extent) for iv in block.iter_vars]
+    return any(
+        [int(d) for d in read.source.shape] == extents
+        for read in block.reads
+        if not any(read.source.same_as(b) for b in internal)  # a kernel parameter
+    )
+
+
 def _dataflow(mod: tvm.IRModule) -> tuple[relax.Function, relax.DataflowBlock] | None:
     main = mod["main"]
     body = main.body
@@ -159,7 +184,10 @@ def graph_of(mod: tvm.IRModule) -> tuple[list[F.Op], list[Binding]] | None:
             read = sum(_elements(a.ty) for a in _inputs(b.value))
             klass = classify(mod[b.callee], read, _elements(b.var.ty))
         producers = sorted({index[a] for a in _inputs(b.value) if a in index})
-        ops.append(F.Op(b.var.name, klass, _bytes(b.var.ty), tuple(producers), b.var in outputs))
+        rows = klass == M.MANY_TO_MANY and _reduces_rows(mod[b.callee])
+        ops.append(
+            F.Op(b.var.name, klass, _bytes(b.var.ty), tuple(producers), b.var in outputs, rows)
+        )
     return ops, bindings
 
 

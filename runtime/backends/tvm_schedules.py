@@ -91,16 +91,47 @@ def _schedule(func: tvm.tirx.PrimFunc, cores: int) -> tvm.s_tir.Schedule | None:
 
 
 def _row_kernel(sch: tvm.s_tir.Schedule, blocks: list, outputs: list) -> bool:
-    """Whether the kernel can run as row strips: spatial outputs of one shape (a fused group
-    may export several images, such as Canny's two threshold maps), and no reduction but short
-    ones (a grey conversion's sum over three channels), which are computed per strip like any
-    other source."""
-    shapes = {tuple(int(sch.get(lp).extent) for lp in sch.get_loops(b)) for b in outputs}
-    if len(shapes) != 1 or len(next(iter(shapes))) < 2:
-        return False
+    """Whether the kernel can run as row strips: spatial outputs with the same rows (a fused
+    group may export several images, such as Canny's two threshold maps, or an image and its
+    row sums), and no reduction but short ones (a grey conversion's sum over three channels)
+    and row reductions (each row of an image reduced to one value), computed per strip like
+    any other source."""
     if not all(_is_spatial(sch, b) for b in outputs):
         return False
-    return all(_is_spatial(sch, b) or _reduced_elements(sch, b) <= SHORT_REDUCTION for b in blocks)
+    rows = {_row_extent(sch, b) for b in outputs}
+    if len(rows) != 1 or not any(len(sch.get_loops(b)) >= 2 for b in outputs):
+        return False
+    (extent,) = rows
+    return all(
+        _is_spatial(sch, b)
+        or _reduced_elements(sch, b) <= SHORT_REDUCTION
+        or _reduces_rows(sch, b, extent)
+        for b in blocks
+    )
+
+
+def _row_axes(sch: tvm.s_tir.Schedule, block) -> list:
+    """The loops over a block's rows: all but the last (the row), or the last two where the last
+    is a short channel axis (HWC); a one-dimensional block's only loop (a value per row)."""
+    loops = sch.get_loops(block)
+    if len(loops) < 2:
+        return loops
+    return loops[: -2 if int(sch.get(loops[-1]).extent) <= MAX_CHANNELS else -1]
+
+
+def _row_extent(sch: tvm.s_tir.Schedule, block) -> int:
+    return math.prod(int(sch.get(lp).extent) for lp in _row_axes(sch, block))
+
+
+def _reduces_rows(sch: tvm.s_tir.Schedule, block, rows: int) -> bool:
+    """Whether a reduction block reduces each of `rows` rows to one value: its spatial axes
+    (first) span the rows, its reduction axes (last) the row."""
+    kinds = [iv.iter_type == tvm.tirx.IterVar.DataPar for iv in sch.get(block).iter_vars]
+    spatial = sum(kinds)
+    if kinds != [True] * spatial + [False] * (len(kinds) - spatial):
+        return False
+    extents = [int(iv.dom.extent) for iv in sch.get(block).iter_vars]
+    return spatial > 0 and math.prod(extents[:spatial]) == rows
 
 
 def _reduced_elements(sch: tvm.s_tir.Schedule, block) -> int:
@@ -260,6 +291,7 @@ def _schedule_rows(sch: tvm.s_tir.Schedule, outputs: list, sources: list, cores:
     rows of the sources it reads (halo included) first. A source whose strip would need far
     more than its share of rows (read through a reflection, which reaches across the image) is
     computed in full before the strips instead: a strip of it would be the whole of it."""
+    sources, combining = _row_partials(sch, sources)
     full = _sources_recomputed(sch.copy(), outputs, sources, cores)
     if full is None:
         return False
@@ -273,17 +305,51 @@ def _schedule_rows(sch: tvm.s_tir.Schedule, outputs: list, sources: list, cores:
             sch.parallel(loops[0])
             _vectorize_block_row(sch, block, loops[1:])
     for block in (*sources, *outputs):
-        _vectorize_block_row(sch, block, sch.get_loops(block)[1:])
+        if sch.get(block).name_hint not in combining:  # a few additions per row: left serial
+            _vectorize_block_row(sch, block, sch.get_loops(block)[1:])
     return True
+
+
+def _row_partials(sch: tvm.s_tir.Schedule, sources: list) -> tuple[list, set]:
+    """Each long row reduction among `sources` split into vector partial sums along the row (a
+    block whose lanes vectorise) and the block combining them (rfactor, done before the blocks
+    move under the strip loop: rfactor needs the reduction first in its loop nest). Returns the
+    sources with the partial blocks added and the names of the combining blocks."""
+    out, combining = [], set()
+    for block in sources:
+        if _is_spatial(sch, block) or _reduced_elements(sch, block) <= SHORT_REDUCTION:
+            out.append(block)
+            continue
+        loops = sch.get_loops(block)
+        spatial = sum(iv.iter_type == tvm.tirx.IterVar.DataPar for iv in sch.get(block).iter_vars)
+        extent = int(sch.get(loops[-1]).extent)
+        lanes = next((d for d in range(MAX_VECTOR_LANES, 7, -8) if extent % d == 0), None)
+        if lanes is None or extent < 4 * lanes:
+            out.append(block)
+            continue
+        _, inner = sch.split(loops[-1], [None, lanes])
+        partial = sch.rfactor(inner, factor_axis=spatial)
+        # The partial block's lane axis last (rfactor puts it first): strips then loop over
+        # rows, the row's vectors, and the lanes, which are vectorised.
+        stmt = sch.get(partial)
+        lane = stmt.writes[0].region[spatial].min
+        order = [k for k, iv in enumerate(stmt.iter_vars) if not iv.var.same_as(lane)]
+        order = sorted(order, key=lambda k: stmt.iter_vars[k].iter_type != tvm.tirx.IterVar.DataPar)
+        sch.reorder_block_iter_var(partial, [*order, _index_of(stmt, lane)])
+        out += [partial, block]
+        combining.add(sch.get(block).name_hint)
+    return out, combining
+
+
+def _index_of(stmt, var) -> int:
+    return next(k for k, iv in enumerate(stmt.iter_vars) if iv.var.same_as(var))
 
 
 def _strip_loop(sch: tvm.s_tir.Schedule, outputs: list, cores: int):
     """The parallel loop over the outputs' row strips (one loop for all outputs)."""
     strips = []
     for output in outputs:
-        loops = sch.get_loops(output)
-        channels = int(sch.get(loops[-1]).extent)
-        outer = loops[: -2 if channels <= MAX_CHANNELS else -1]
+        outer = _row_axes(sch, output)
         outer = sch.fuse(*outer) if len(outer) > 1 else outer[0]
         strip, _rows = sch.split(outer, [None, _strip_rows(int(sch.get(outer).extent), cores)])
         strips.append(strip)
@@ -296,11 +362,8 @@ def _strip_loop(sch: tvm.s_tir.Schedule, outputs: list, cores: int):
 def _sources_recomputed(sch: tvm.s_tir.Schedule, outputs, sources, cores) -> set | None:
     """On a copy of the schedule: the names of the sources that strips would recompute more
     than MAX_STRIP_RECOMPUTE times over (None where the outputs cannot be cut into strips)."""
-    for output in outputs:
-        loops = sch.get_loops(output)
-        channels = int(sch.get(loops[-1]).extent)
-        if not loops[: -2 if channels <= MAX_CHANNELS else -1]:
-            return None
+    if not all(_row_axes(sch, output) for output in outputs):
+        return None
     strip = _strip_loop(sch, outputs, cores)
     count = int(sch.get(strip).extent)
     for source in reversed(sources):
@@ -327,7 +390,8 @@ def _largest_extent(sch: tvm.s_tir.Schedule, nest: list) -> int:
 
 def _vectorize_block_row(sch: tvm.s_tir.Schedule, block, loops: list) -> None:
     if not _is_spatial(sch, block):
-        # A short reduction's loops go outside the row, which is then vectorised.
+        # A reduction's loops (a short one's, or the row partials') go outside its last spatial
+        # loop, which is then vectorised.
         kinds = [iv.iter_type == tvm.tirx.IterVar.DataPar for iv in sch.get(block).iter_vars]
         kinds = kinds[len(kinds) - len(loops) :]
         spatial = [lp for lp, k in zip(loops, kinds, strict=True) if k]
