@@ -5,7 +5,9 @@ After LegalizeOps and AnnotateTIROpPattern every op of `main`'s dataflow block i
 PrimFunc. Each is classified by mapping class (gdp.ops.mapping) from TVM's own access-pattern
 analysis (the PrimFunc's op_pattern) refined by its TIR: an injective kernel that only moves
 values is a shuffle when its reads permute the output's axes, one-to-many when it writes more
-elements than it reads, else a reorganize. The planner's groups then become Relax functions marked
+elements than it reads, else a reorganize; a many-to-many kernel whose one reduction keeps an
+input's leading axes and reduces the rest is marked as reducing rows (gdp's row-strip schedule
+computes it beside the rows it reads). The planner's groups then become Relax functions marked
 Primitive, which FuseTIR turns into one kernel each, exactly as it does with FuseOps' groups.
 TVM's own plan, read back from FuseOps on a copy, is the planner's baseline.
 """
@@ -101,7 +103,7 @@ def _moves(func: tvm.tirx.PrimFunc) -> bool | None:
     return permuted
 
 
-def _reduces_rows(func: tvm.tirx.PrimFunc) -> bool:
+def _kernel_reduces_rows(func: tvm.tirx.PrimFunc) -> bool:
     """Whether a kernel's one reduction reduces the trailing axes of one of its inputs and keeps
     the leading ones (a mean along each row of an image)."""
     sch = tvm.s_tir.Schedule(func)
@@ -184,7 +186,7 @@ def graph_of(mod: tvm.IRModule) -> tuple[list[F.Op], list[Binding]] | None:
             read = sum(_elements(a.ty) for a in _inputs(b.value))
             klass = classify(mod[b.callee], read, _elements(b.var.ty))
         producers = sorted({index[a] for a in _inputs(b.value) if a in index})
-        rows = klass == M.MANY_TO_MANY and _reduces_rows(mod[b.callee])
+        rows = klass == M.MANY_TO_MANY and _kernel_reduces_rows(mod[b.callee])
         ops.append(
             F.Op(b.var.name, klass, _bytes(b.var.ty), tuple(producers), b.var in outputs, rows)
         )

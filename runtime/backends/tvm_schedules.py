@@ -7,10 +7,14 @@ inside a fused kernel is materialised in full and every loop runs serially. Per 
 2. keeps stencil sources, producers read over a small window (a padded intermediate read by every
    tap of a filter, a row pass read by a column pass), since inlining them would recompute them
    per tap;
-3. schedules the kernel by the kind of its output block:
-   - spatial with stencil sources: tiled stencil. The output rows are cut into strips that run in
-     parallel; each strip computes the rows of its stencil sources it needs (halo included) into
-     a small buffer that stays in cache, then its own rows, all vectorised along the row;
+3. schedules the kernel by the kind of its output blocks:
+   - images (one or several with the same rows): row strips. The output rows are cut into strips
+     that run in parallel; each strip computes the rows of its sources it needs (halo included,
+     stencils stacked on stencils too) into small buffers that stay in cache, then its own rows,
+     all vectorised along the row. A short reduction (grey from RGB) is such a source, and so is
+     a reduction along the rows (a mean per row, output beside the image), summed in vector
+     lanes. This is what lets gdp's fusion plans put a chain of stencils, or a stencil and its
+     row reduction, in one kernel;
    - a reduction: partial results per parallel chunk (rfactor), combined at the end;
    - anything else: the annotations of meta-schedule's ParallelizeVectorizeUnroll rule and its
      postprocessor (parallel outer loops, vectorised inner one), once, without tuning.
@@ -302,7 +306,8 @@ def _schedule_rows(sch: tvm.s_tir.Schedule, outputs: list, sources: list, cores:
     for block in sch.get_child_blocks(sch.get_sblock("root")):
         if sch.get(block).name_hint in full:
             loops = sch.get_loops(block)
-            sch.parallel(loops[0])
+            if sch.get(block).iter_vars[0].iter_type == tvm.tirx.IterVar.DataPar:
+                sch.parallel(loops[0])
             _vectorize_block_row(sch, block, loops[1:])
     for block in (*sources, *outputs):
         if sch.get(block).name_hint not in combining:  # a few additions per row: left serial
@@ -389,6 +394,7 @@ def _largest_extent(sch: tvm.s_tir.Schedule, nest: list) -> int:
 
 
 def _vectorize_block_row(sch: tvm.s_tir.Schedule, block, loops: list) -> None:
+    """Vectorise a block of a row kernel along its row (`loops`: its loops inside the strip)."""
     if not _is_spatial(sch, block):
         # A reduction's loops (a short one's, or the row partials') go outside its last spatial
         # loop, which is then vectorised.
