@@ -142,8 +142,9 @@ def markdown(rows: list[dict], runs: int, seconds: float) -> str:
         "",
         "Where the two plans are the same (the same kernels and bytes), the latency difference"
         " is measurement noise. The plans differ where gdp fuses what TVM's FuseOps cannot:"
-        " canny's prepare step (blur, Sobel, magnitude and non-maximum suppression as one"
-        " kernel: stencils stacked, two outputs, a short reduction), and sharpness (the"
+        " canny's prepare step (grey and blur in one kernel, Sobel, magnitude, non-maximum"
+        " suppression and both thresholds in another: a short reduction, two outputs), and"
+        " sharpness (the"
         " Laplacian and its row means in one kernel although the Laplacian is also stored, and"
         " (x - mean)^2 moved to the mean it feeds). The fusion paper's 1.3x over TVM's fusion is"
         " reached on canny's prepare step, not on whole workloads: most are one kernel under"

@@ -8,6 +8,8 @@ of its output. A plan assigns every op to one group; a group is legal when
 - it holds at most one many-to-many op and no not-fusable op beside others, and the ops
   feeding its many-to-many op are read only inside it (gdp's schedules store a reduction's
   input on the way only where the reduction reduces rows, computed per row strip),
+- a step does not stack stencils written with slices (values read through several shifted
+  views) beyond what one of its parts held,
 - it is connected and convex: no path leaves it and comes back (the paper's {4,5,6,9} without 8
   would make a cycle group -> 8 -> group).
 Values read outside their group are materialised (the group's outputs).
@@ -93,22 +95,20 @@ def legal_join(graph: Graph, members: int, v: int) -> bool:
     return connected and group_ok(graph, members | (1 << v))
 
 
-def group_ok(graph: Graph, members: int, part: int | None = None) -> bool:
+def group_ok(graph: Graph, members: int, part: int | None = None, stencils: int = 1) -> bool:
     """The whole group's legality: no not-fusable op beside others, at most one many-to-many op
-    whose feeding ops are read only inside, the class rules on its edges, convex. With `part`
-    (one of two groups being merged), only the edges between `part` and the rest are checked:
-    each side's own edges were accepted before (a baseline's groups may hold edges gdp's rules
-    would not form).
-
-    Stencils written with slices (a value read through several shifted views) may stack: gdp's
-    schedules compute each such value per row strip, its halo rows included, so a chain of
-    them (Canny's blur -> Sobel -> non-maximum suppression) runs as one kernel in cache."""
+    whose feeding ops are read only inside, at most `stencils` slice-read stencil sources, the
+    class rules on its edges, convex. With `part` (one of two groups being merged), only the
+    edges between `part` and the rest are checked: each side's own edges were accepted before
+    (a baseline's groups may hold edges gdp's rules would not form)."""
     ops = graph.ops
     group = [i for i in range(len(ops)) if members >> i & 1]
     if len(group) > 1 and any(ops[i].klass == M.NOT_FUSABLE for i in group):
         return False
     anchors = [a for a in group if ops[a].klass == M.MANY_TO_MANY]
     if len(anchors) > 1 or (anchors and not _inputs_private(graph, members, anchors[0])):
+        return False
+    if _stencil_sources(graph, members) > stencils:
         return False
     for j in group:
         for i in ops[j].inputs:
@@ -127,6 +127,26 @@ def is_legal(graph: Graph, group_of: Sequence[int]) -> bool:
     for v, g in enumerate(group_of):
         members[g] = members.get(g, 0) | (1 << v)
     return all(group_ok(graph, m) for m in members.values())
+
+
+_VIEWS = (M.REORGANIZE, M.SHUFFLE)
+
+
+def _stencil_sources(graph: Graph, members: int) -> int:
+    """Members read through two or more views (shifted slices) inside the group: each is a
+    stencil written with slices. gdp's schedules compute stacked ones per row strip, halo
+    included, and at run time one kernel beats two (Canny's blur -> Sobel -> non-maximum
+    suppression: 4.2 vs 4.7 ms), but their border conditions pile up: on cv2.Canny with a 5x5
+    Sobel, TVM's lowering (InsertHoistIfThenElse, then Simplify) ran for minutes where the
+    kernels apart compile in seconds. So a merge keeps the count of the larger part."""
+    count = 0
+    for x in range(len(graph.ops)):
+        if members >> x & 1:
+            views = [
+                c for c in graph.consumers[x] if members >> c & 1 and graph.ops[c].klass in _VIEWS
+            ]
+            count += len(views) >= 2
+    return count
 
 
 def _inputs_private(graph: Graph, members: int, anchor: int) -> bool:
@@ -219,7 +239,8 @@ def _merge_down(graph: Graph, group_of: list[int], model: CostModel) -> list[int
     when those ops feed a second reduction, moving them to it keeps their large result in
     registers (sharpness's (x - mean)^2 before its mean). A step must keep the pairwise rules on
     the edges it internalises, at most one many-to-many op per group, the anchor's inputs
-    private, and convexity."""
+    private, convexity, and must not stack stencils (no more slice-read stencil sources than
+    the larger of the two parts had)."""
     while True:
         members: dict[int, int] = {}
         for v, g in enumerate(group_of):
@@ -258,7 +279,8 @@ def _step_ok(graph: Graph, members: dict[int, int], into: int, source: int, move
     """Whether moving the ops `moved` (all or part of group `source`) into group `into` leaves
     both groups legal."""
     union = members[into] | moved
-    if not group_ok(graph, union, part=members[into]):
+    stencils = max(_stencil_sources(graph, members[into]), _stencil_sources(graph, moved))
+    if not group_ok(graph, union, part=members[into], stencils=stencils):
         return False
     rest = members[source] & ~moved
     return rest == 0 or _remainder_ok(graph, rest)
