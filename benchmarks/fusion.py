@@ -47,7 +47,7 @@ def measure(name: str, runs: int) -> list[dict]:
     timings |= compare({"none": lambda: builds["none"](inputs)}, runs=max(3, runs // 4))
     rows = [_row(name, {f: c.models for f, c in builds.items()}, timings)]
     if len(builds["gdp"].models) > 1:
-        rows += _step_rows(name, module, builds, inputs, runs)
+        rows += _step_rows(name, builds, inputs, runs)
     return rows
 
 
@@ -66,7 +66,7 @@ def _row(name: str, models: dict[str, list], timings: dict) -> dict:
     return row
 
 
-def _step_rows(name, module, builds, inputs, runs) -> list[dict]:
+def _step_rows(name, builds, inputs, runs) -> list[dict]:
     """A workload of several compiled programs (canny: prepare, then a hysteresis step repeated
     to a fixed point): each program alone, on the inputs it first gets in the workload, so a
     difference between the plans is not diluted by the programs where they agree."""
@@ -144,13 +144,12 @@ def markdown(rows: list[dict], runs: int, seconds: float) -> str:
         " is measurement noise. The plans differ where gdp fuses what TVM's FuseOps cannot:"
         " canny's prepare step (grey and blur in one kernel, Sobel, magnitude, non-maximum"
         " suppression and both thresholds in another: a short reduction, two outputs), and"
-        " sharpness (the"
-        " Laplacian and its row means in one kernel although the Laplacian is also stored, and"
-        " (x - mean)^2 moved to the mean it feeds). The fusion paper's 1.3x over TVM's fusion is"
-        " reached on those two (on sharpness by 1.2-1.4x across this session's runs), not on"
-        " the other workloads: most are one kernel under both plans, canny's time is mostly its"
-        " hysteresis step (the same kernels under both), and mean_std's is its int64 row sums"
-        " over 8 photos (one kernel under both).",
+        " sharpness (the Laplacian and its row means in one kernel although the Laplacian is"
+        " also stored, and (x - mean)^2 moved to the mean it feeds). The fusion paper's 1.3x"
+        " over TVM's fusion is reached on those two (on sharpness by 1.2-1.4x across this"
+        " session's runs), not on the other workloads: most are one kernel under both plans,"
+        " canny's time is mostly its hysteresis step (the same kernels under both), and"
+        " mean_std's is its int64 row sums over 8 photos (one kernel under both).",
         "",
     ]
     return "\n".join(lines)

@@ -20,6 +20,7 @@ import numpy as np
 import tvm
 from gdp.ops import mapping as M
 from gdp.rewrites import fusion as F
+from gdp.runtime.backends.tvm_schedules import leading_spatial_axes
 from tvm import relax
 
 FUSIONS = ("gdp", "tvm", "none")
@@ -116,9 +117,7 @@ def _kernel_reduces_rows(func: tvm.tirx.PrimFunc) -> bool:
     if len(reductions) != 1:
         return False
     (block,) = reductions
-    kinds = [iv.iter_type == tvm.tirx.IterVar.DataPar for iv in block.iter_vars]
-    spatial = sum(kinds)
-    if spatial == 0 or kinds != [True] * spatial + [False] * (len(kinds) - spatial):
+    if not leading_spatial_axes(block):
         return False
     extents = [int(iv.dom.extent) for iv in block.iter_vars]
     return any(

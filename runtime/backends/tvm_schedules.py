@@ -127,15 +127,21 @@ def _row_extent(sch: tvm.s_tir.Schedule, block) -> int:
     return math.prod(int(sch.get(lp).extent) for lp in _row_axes(sch, block))
 
 
+def leading_spatial_axes(stmt) -> int | None:
+    """How many spatial axes come first in a block's iteration, its reduction axes all after
+    them (as TOPI writes a reduction); None where the two kinds interleave."""
+    kinds = [iv.iter_type == tvm.tirx.IterVar.DataPar for iv in stmt.iter_vars]
+    spatial = sum(kinds)
+    return spatial if kinds == [True] * spatial + [False] * (len(kinds) - spatial) else None
+
+
 def _reduces_rows(sch: tvm.s_tir.Schedule, block, rows: int) -> bool:
     """Whether a reduction block reduces each of `rows` rows to one value: its spatial axes
     (first) span the rows, its reduction axes (last) the row."""
-    kinds = [iv.iter_type == tvm.tirx.IterVar.DataPar for iv in sch.get(block).iter_vars]
-    spatial = sum(kinds)
-    if kinds != [True] * spatial + [False] * (len(kinds) - spatial):
-        return False
-    extents = [int(iv.dom.extent) for iv in sch.get(block).iter_vars]
-    return spatial > 0 and math.prod(extents[:spatial]) == rows
+    stmt = sch.get(block)
+    spatial = leading_spatial_axes(stmt)
+    extents = [int(iv.dom.extent) for iv in stmt.iter_vars]
+    return bool(spatial) and math.prod(extents[:spatial]) == rows
 
 
 def _reduced_elements(sch: tvm.s_tir.Schedule, block) -> int:
@@ -326,10 +332,9 @@ def _row_partials(sch: tvm.s_tir.Schedule, sources: list) -> tuple[list, set]:
             out.append(block)
             continue
         loops = sch.get_loops(block)
-        spatial = sum(iv.iter_type == tvm.tirx.IterVar.DataPar for iv in sch.get(block).iter_vars)
-        extent = int(sch.get(loops[-1]).extent)
-        lanes = next((d for d in range(MAX_VECTOR_LANES, 7, -8) if extent % d == 0), None)
-        if lanes is None or extent < 4 * lanes:
+        spatial = leading_spatial_axes(sch.get(block))  # a row reduction's: never None
+        lanes = _partial_lanes(int(sch.get(loops[-1]).extent))
+        if lanes is None:
             out.append(block)
             continue
         _, inner = sch.split(loops[-1], [None, lanes])
@@ -338,16 +343,22 @@ def _row_partials(sch: tvm.s_tir.Schedule, sources: list) -> tuple[list, set]:
         # rows, the row's vectors, and the lanes, which are vectorised.
         stmt = sch.get(partial)
         lane = stmt.writes[0].region[spatial].min
-        order = [k for k, iv in enumerate(stmt.iter_vars) if not iv.var.same_as(lane)]
-        order = sorted(order, key=lambda k: stmt.iter_vars[k].iter_type != tvm.tirx.IterVar.DataPar)
-        sch.reorder_block_iter_var(partial, [*order, _index_of(stmt, lane)])
+        at = next(k for k, iv in enumerate(stmt.iter_vars) if iv.var.same_as(lane))
+        order = sorted(
+            (k for k in range(len(stmt.iter_vars)) if k != at),
+            key=lambda k: stmt.iter_vars[k].iter_type != tvm.tirx.IterVar.DataPar,
+        )
+        sch.reorder_block_iter_var(partial, [*order, at])
         out += [partial, block]
         combining.add(sch.get(block).name_hint)
     return out, combining
 
 
-def _index_of(stmt, var) -> int:
-    return next(k for k, iv in enumerate(stmt.iter_vars) if iv.var.same_as(var))
+def _partial_lanes(extent: int) -> int | None:
+    """Vector lanes of partial results for a reduction over `extent` contiguous elements: the
+    widest multiple of 8 that divides it, where each lane then adds at least 4 terms."""
+    lanes = next((d for d in range(MAX_VECTOR_LANES, 7, -8) if extent % d == 0), None)
+    return None if lanes is None or extent < 4 * lanes else lanes
 
 
 def _strip_loop(sch: tvm.s_tir.Schedule, outputs: list, cores: int):
@@ -465,9 +476,8 @@ def _vector_partials(sch: tvm.s_tir.Schedule, block, spatial: int) -> None:
     reduction = loops[spatial:]
     if len(reduction) != 1:
         return
-    extent = int(sch.get(reduction[0]).extent)
-    lanes = next((d for d in range(MAX_VECTOR_LANES, 7, -8) if extent % d == 0), None)
-    if lanes is None or extent < 4 * lanes:
+    lanes = _partial_lanes(int(sch.get(reduction[0]).extent))
+    if lanes is None:
         return
     _, inner = sch.split(reduction[0], [None, lanes])
     partial = sch.rfactor(inner, factor_axis=spatial)
