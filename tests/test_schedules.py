@@ -161,3 +161,32 @@ def test_an_image_and_its_row_means_are_one_strip_loop_with_vector_partial_sums(
     want = d[:-2, 1:-1] + d[2:, 1:-1] + d[1:-1, :-2] + d[1:-1, 2:] - 4 * d[1:-1, 1:-1]
     np.testing.assert_allclose(got_lap.numpy(), want, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got_means.numpy(), want.mean(axis=1), rtol=1e-4, atol=1e-5)
+
+
+def test_row_sums_that_keep_the_channels_read_each_row_once_in_vector_lanes():
+    """mean_std's packed sums: (N, H, W, C) uint8 summed along W per channel, in int64. TOPI
+    loops over the channel outside the row (every C-th byte); gdp's schedule reads each row
+    once, contiguously, into vector lanes of partial sums, combined per channel after it."""
+    n, h, w, c = 2, 70, 96, 3
+    x = te.placeholder((n, h, w, c), "uint8", name="x")
+    k = te.reduce_axis((0, w), name="k")
+
+    def packed(*i):
+        v = x[i].astype("int64")
+        return v + v * v * (1 << 20)
+
+    sums = te.compute((n, h, c), lambda b, y, ch: te.sum(packed(b, y, k, ch), axis=k), name="sums")
+    sch = S._schedule(te.create_prim_func([x, sums]), cores=2)
+    assert sch is not None
+    rows, parallel = outer_loop(sch, "sums")
+    assert parallel and outer_loop(sch, "sums_rf_update")[0].same_as(rows)
+    lanes = sch.get(sch.get_loops(sch.get_sblock("sums_rf_update"))[-1])
+    assert lanes.kind == tvm.tirx.ForKind.VECTORIZED
+    assert int(lanes.extent) % c == 0, "a lane must add one channel of every piece"
+
+    data = np.random.default_rng(4).integers(0, 256, (n, h, w, c), dtype=np.uint8)
+    lib = tvm.compile(sch.mod["main"], target="llvm")
+    got = tvm.runtime.empty((n, h, c), "int64")
+    lib(tvm.runtime.tensor(data), got)
+    v = data.astype(np.int64)
+    np.testing.assert_array_equal(got.numpy(), (v + v * v * (1 << 20)).sum(axis=2))
