@@ -5,24 +5,28 @@ The planner works on an abstract DAG: each op has a mapping class (gdp.ops.mappi
 of its output. A plan assigns every op to one group; a group is legal when
 - every edge inside it is allowed by the class rules (gdp.ops.mapping.may_fuse; one-to-one fuses
   both ways, which the paper's table omits although its own conv -> bias_add -> relu needs it),
-- it holds at most one many-to-many op and no not-fusable op beside others, and the ops
-  feeding its many-to-many op are read only inside it (gdp's schedules store a reduction's
-  input on the way only where the reduction reduces rows, computed per row strip),
+- it holds at most one many-to-many op, or several reductions that each scan one input row
+  by row over rows of one count (Op.row_scan), and no not-fusable op beside others, and the
+  ops feeding its many-to-many ops are read only inside it (gdp's schedules store a
+  reduction's input on the way only where the reduction reduces rows, computed per row strip),
 - a step does not stack stencils written with slices (values read through several shifted
   views) beyond what one of its parts held,
-- it is connected and convex: no path leaves it and comes back (the paper's {4,5,6,9} without 8
-  would make a cycle group -> 8 -> group).
+- it is convex: no path leaves it and comes back (the paper's {4,5,6,9} without 8 would make a
+  cycle group -> 8 -> group), and connected, except for siblings (below).
 Values read outside their group are materialised (the group's outputs).
 
-Cost of a complete plan: alpha * bytes crossing group boundaries + beta * the variance of the
-group sizes (the paper's FusedCost), alpha and beta from the target's profile.
+Cost of a complete plan: alpha * (bytes crossing group boundaries + bytes of graph inputs read
+again by a second group) + beta * the variance of the group sizes (the paper's FusedCost, which
+counts only the first term), alpha and beta from the target's profile.
 
 Search, given a baseline plan (TVM's): best-first steps from it while the cost falls, each
-merging two groups joined by an edge or moving a group's private tail into the group that
-consumes it. Without one: ops are placed in topological order, each into a new group, or into
-the group of one of its producers, or into the union of all its producers' groups, when that
-stays legal; graphs of up to EXACT_LIMIT ops are searched exhaustively (branch and bound on the
-partial cost), larger ones greedily (each op where it saves the most bytes).
+merging two groups joined by an edge, merging two sibling groups (no edge between them, one
+value read by both, each holding a row scan: one pass then reads it once), or moving a group's
+private tail into the group that consumes it. Without one: ops are placed in topological order,
+each into a new group, or into the group of one of its producers, or into the union of all its
+producers' groups, when that stays legal; graphs of up to EXACT_LIMIT ops are searched
+exhaustively (branch and bound on the partial cost), larger ones greedily (each op where it
+saves the most bytes).
 """
 
 from __future__ import annotations
@@ -46,6 +50,13 @@ class Op:
     # image's rows): a row-strip kernel computes it beside the rows it reads, so its input may
     # also leave the group.
     reduces_rows: bool = False
+    # For a reduction computed one input row at a time (a sum along each row of an NHWC batch,
+    # or a minimum per channel of the whole batch, folded per row), the number of rows; else 0.
+    # Such reductions of inputs with the same rows may share a kernel, which reads each row
+    # once for all of them.
+    row_scan: int = 0
+    # The graph inputs it reads, with their bytes: each group reading an input reads it whole.
+    sources: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -77,6 +88,17 @@ class Graph:
             total += op.out_bytes * len(readers)
         return total
 
+    def reread_bytes(self, group_of: Sequence[int]) -> int:
+        """Bytes of graph inputs read again: each input once per group reading it, less the one
+        read no plan avoids."""
+        readers: dict[str, set[int]] = {}
+        size: dict[str, int] = {}
+        for v, op in enumerate(self.ops):
+            for name, nbytes in op.sources:
+                readers.setdefault(name, set()).add(group_of[v])
+                size[name] = nbytes
+        return sum(size[name] * (len(groups) - 1) for name, groups in readers.items())
+
 
 def cost(graph: Graph, group_of: Sequence[int], model: CostModel) -> float:
     sizes: dict[int, int] = {}
@@ -85,7 +107,8 @@ def cost(graph: Graph, group_of: Sequence[int], model: CostModel) -> float:
     counts = list(sizes.values())
     mean = sum(counts) / len(counts) if counts else 0.0
     variance = sum((c - mean) ** 2 for c in counts) / len(counts) if counts else 0.0
-    return model.alpha * graph.boundary_bytes(group_of) + model.beta * variance
+    moved = graph.boundary_bytes(group_of) + graph.reread_bytes(group_of)
+    return model.alpha * moved + model.beta * variance
 
 
 def legal_join(graph: Graph, members: int, v: int) -> bool:
@@ -106,7 +129,9 @@ def group_ok(graph: Graph, members: int, part: int | None = None, stencils: int 
     if len(group) > 1 and any(ops[i].klass == M.NOT_FUSABLE for i in group):
         return False
     anchors = [a for a in group if ops[a].klass == M.MANY_TO_MANY]
-    if len(anchors) > 1 or (anchors and not _inputs_private(graph, members, anchors[0])):
+    if len(anchors) > 1 and not _row_scans_alike(graph, anchors):
+        return False
+    if not all(_inputs_private(graph, members, a) for a in anchors):
         return False
     if _stencil_sources(graph, members) > stencils:
         return False
@@ -161,6 +186,13 @@ def _inputs_private(graph: Graph, members: int, anchor: int) -> bool:
     return all(
         all(members >> c & 1 for c in graph.consumers[x]) for x in range(anchor) if feeding >> x & 1
     )
+
+
+def _row_scans_alike(graph: Graph, anchors: list[int]) -> bool:
+    """Whether several many-to-many ops may share a kernel: all reductions computed one row at a
+    time over rows of one count, which gdp's schedule runs under one loop over the rows."""
+    scans = {graph.ops[a].row_scan for a in anchors}
+    return len(scans) == 1 and 0 not in scans
 
 
 def _convex(graph: Graph, members: int) -> bool:
@@ -253,7 +285,8 @@ def _merge_down(graph: Graph, group_of: list[int], model: CostModel) -> list[int
             for i in op.inputs
             if group_of[i] != group_of[j]
         }
-        for a, b in {(group_of[i], group_of[j]) for i, j in edges}:
+        pairs = {(group_of[i], group_of[j]) for i, j in edges} | _siblings(graph, group_of)
+        for a, b in pairs:
             trial = [a if g == b else g for g in group_of]
             if _step_ok(graph, members, a, b, members[b]):
                 best = _better(graph, model, trial, current, best)
@@ -266,6 +299,25 @@ def _merge_down(graph: Graph, group_of: list[int], model: CostModel) -> list[int
         if best is None:
             return group_of
         group_of = best[1]
+
+
+def _siblings(graph: Graph, group_of: list[int]) -> set[tuple[int, int]]:
+    """Pairs of groups joined by no edge that read one value (a graph input, or an op's result
+    from a third group) and each hold a row-scan reduction (Op.row_scan): merged, they read it
+    once. TVM's FuseOps never groups siblings; gdp does only where its schedule runs the
+    union as one pass (mean_std: the packed row sums, the minimum and the maximum of one
+    batch)."""
+    scanning = {group_of[v] for v, op in enumerate(graph.ops) if op.row_scan}
+    readers: dict[object, set[int]] = {}
+    for v, op in enumerate(graph.ops):
+        if group_of[v] not in scanning:
+            continue
+        for name, _ in op.sources:
+            readers.setdefault(name, set()).add(group_of[v])
+        for i in op.inputs:
+            if group_of[i] != group_of[v]:
+                readers.setdefault(i, set()).add(group_of[v])
+    return {(a, b) for groups in readers.values() for a in groups for b in groups if a < b}
 
 
 def _better(graph, model, trial, current, best):
@@ -291,7 +343,7 @@ def _remainder_ok(graph: Graph, members: int) -> bool:
     still private (its other edges were accepted before)."""
     anchors = [a for a in range(len(graph.ops)) if members >> a & 1]
     anchors = [a for a in anchors if graph.ops[a].klass == M.MANY_TO_MANY]
-    if anchors and not _inputs_private(graph, members, anchors[0]):
+    if not all(_inputs_private(graph, members, a) for a in anchors):
         return False
     return _connected(graph, members) and _convex(graph, members)
 

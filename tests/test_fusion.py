@@ -180,6 +180,142 @@ def test_a_row_reduction_joins_the_stencil_whose_image_also_leaves_the_kernel():
         assert F.is_legal(F.Graph(ops), plan)
 
 
+IMAGES = (("images", 1000),)
+
+
+def batch_statistics(rows=(80, 80, 80), sum_scans=True) -> list[F.Op]:
+    """mean_std's shape: a cast feeding row sums, and a minimum and a maximum of the same
+    images, all scanning rows (row counts given), combined by one elementwise op."""
+    return [
+        F.Op("cast", M.ONE_TO_ONE, 8000, (), sources=IMAGES),
+        F.Op("row_sums", M.MANY_TO_MANY, 80, (0,), row_scan=rows[0] if sum_scans else 0),
+        F.Op("min", M.MANY_TO_MANY, 3, (), row_scan=rows[1], sources=IMAGES),
+        F.Op("max", M.MANY_TO_MANY, 3, (), row_scan=rows[2], sources=IMAGES),
+        F.Op("stats", M.ONE_TO_ONE, 24, (1, 2, 3), is_output=True),
+    ]
+
+
+def test_sibling_row_scans_of_one_input_share_a_kernel():
+    """TVM's FuseOps reads the images three times (the sums, the minimum, the maximum: three
+    kernels). gdp merges the siblings, whose reductions its schedule runs in one pass over the
+    rows: the images are read once."""
+    ops = batch_statistics()
+    graph = F.Graph(ops)
+    tvm_like = [0, 0, 1, 2, 3]
+    assert graph.reread_bytes(tvm_like) == 2 * 1000
+    plan = F.plan(ops, F.CostModel(), tvm_like)
+    assert plan[0] == plan[1] == plan[2] == plan[3]
+    assert graph.reread_bytes(plan) == 0
+    assert F.is_legal(graph, plan) and F.acyclic(graph, plan)
+
+
+@pytest.mark.parametrize(
+    "ops, why",
+    [
+        (batch_statistics(rows=(80, 40, 40)), "rows of another count"),
+        (batch_statistics(sum_scans=False), "a reduction that does not scan rows"),
+    ],
+)
+def test_siblings_merge_only_where_one_pass_runs_them(ops, why):
+    plan = F.plan(ops, F.CostModel(), [0, 0, 1, 2, 3])
+    assert plan[1] != plan[2] or plan[1] != plan[3], why
+    assert F.is_legal(F.Graph(ops), plan)
+
+
+def test_siblings_joined_through_an_outside_op_are_not_merged():
+    """The minimum feeds an op that feeds the maximum's input: min and max both read the images,
+    but a group of the two would make the cycle group -> scale -> group."""
+    ops = [
+        F.Op("min", M.MANY_TO_MANY, 3, (), row_scan=80, sources=IMAGES),
+        F.Op("scale", M.NOT_FUSABLE, 3, (0,)),
+        F.Op("shifted", M.ONE_TO_ONE, 1000, (1,), sources=IMAGES),
+        F.Op("max", M.MANY_TO_MANY, 3, (2,), row_scan=80, is_output=True),
+    ]
+    graph = F.Graph(ops)
+    assert not F.is_legal(graph, [0, 1, 2, 0])
+    plan = F.plan(ops, F.CostModel(), [0, 1, 2, 3])
+    assert plan[0] != plan[3] and F.acyclic(graph, plan) and F.is_legal(graph, plan)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([M.ONE_TO_ONE, M.REORGANIZE, M.MANY_TO_MANY, M.NOT_FUSABLE]),
+            st.sets(st.integers(0, 30), max_size=2),
+            st.sampled_from([0, 0, 80, 160]),
+            st.booleans(),
+        ),
+        min_size=2,
+        max_size=12,
+    )
+)
+def test_plans_with_siblings_stay_legal_acyclic_and_cost_no_more_than_the_start(spec):
+    """Abstract DAGs with row scans and a shared graph input: sibling merges included, every
+    plan covers each op once, stays legal and acyclic, and costs no more than its start."""
+    ops = []
+    for v, (klass, inputs, scan, reads) in enumerate(spec):
+        producers = tuple(sorted({i % v for i in inputs})) if v else ()
+        ops.append(
+            F.Op(
+                f"op{v}",
+                klass,
+                100 * (v + 1),
+                producers,
+                is_output=v == len(spec) - 1,
+                row_scan=scan if klass == M.MANY_TO_MANY else 0,
+                sources=IMAGES if reads or not producers else (),
+            )
+        )
+    graph = F.Graph(ops)
+    model = F.CostModel(alpha=1.0, beta=0.5)
+    start = list(range(len(ops)))
+    plan = F.plan(ops, model, start)
+    assert len(plan) == len(ops)
+    assert F.acyclic(graph, plan) and F.is_legal(graph, plan)
+    assert F.cost(graph, plan, model) <= F.cost(graph, start, model)
+
+
+def batch_statistics_model() -> onnx.ModelProto:
+    """Row sums of the images in int64, and their minimum and maximum per channel."""
+    nodes = [
+        helper.make_node("Cast", ["images"], ["wide"], to=TensorProto.INT64),
+        helper.make_node("ReduceSum", ["wide", "row_axis"], ["row_sums"], keepdims=0),
+        helper.make_node("ReduceMin", ["images"], ["min"], axes=[0, 1, 2], keepdims=0),
+        helper.make_node("ReduceMax", ["images"], ["max"], axes=[0, 1, 2], keepdims=0),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "batch_statistics",
+        [helper.make_tensor_value_info("images", TensorProto.UINT8, [2, 30, 64, 3])],
+        [
+            helper.make_tensor_value_info("row_sums", TensorProto.INT64, [2, 30, 3]),
+            helper.make_tensor_value_info("min", TensorProto.UINT8, [3]),
+            helper.make_tensor_value_info("max", TensorProto.UINT8, [3]),
+        ],
+        initializer=[numpy_helper.from_array(np.array([2], np.int64), "row_axis")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_row_sums_minimum_and_maximum_of_one_batch_are_one_kernel_under_gdp(tmp_path):
+    images = np.random.default_rng(6).integers(1, 255, (2, 30, 64, 3), dtype=np.uint8)
+    images[1, 7, 9, 0], images[0, 29, 63, 2] = 0, 255
+    kernels = {}
+    for fusion in ("tvm", "gdp"):
+        compiled = gdp.compile(
+            batch_statistics_model(), target="cpu", fusion=fusion, cache_dir=tmp_path
+        )
+        got = compiled(images)
+        np.testing.assert_array_equal(got["row_sums"], images.astype(np.int64).sum(axis=2))
+        np.testing.assert_array_equal(got["min"], images.min(axis=(0, 1, 2)))
+        np.testing.assert_array_equal(got["max"], images.max(axis=(0, 1, 2)))
+        kernels[fusion] = compiled.report()["kernels"]
+        report = compiled.report()["fusion"]
+    assert kernels == {"tvm": 3, "gdp": 1}, kernels
+    assert report["reread_bytes"] == 0 and report["tvm_reread_bytes"] == 2 * images.nbytes
+
+
 # Random DAGs as Relax graphs of one tensor shape, one op per mapping class.
 OPS = {
     "add": M.ONE_TO_ONE,

@@ -190,3 +190,40 @@ def test_row_sums_that_keep_the_channels_read_each_row_once_in_vector_lanes():
     lib(tvm.runtime.tensor(data), got)
     v = data.astype(np.int64)
     np.testing.assert_array_equal(got.numpy(), (v + v * v * (1 << 20)).sum(axis=2))
+
+
+def test_sums_minimum_and_maximum_of_one_batch_read_each_row_once():
+    """A kernel of gdp's sibling fusion (mean_std): the packed sums of each row and the minimum
+    and maximum per channel of the whole batch, all of one input. The minimum and maximum are
+    folded into one partial per row; the three run under one parallel loop over the rows, so
+    each row is read once for all of them."""
+    n, h, w, c = 2, 70, 96, 3
+    x = te.placeholder((n, h, w, c), "uint8", name="x")
+    k = te.reduce_axis((0, w), name="k")
+    wide = te.compute((n, h, w, c), lambda *i: x[i].astype("int64"), name="wide")
+    sums = te.compute((n, h, c), lambda b, y, ch: te.sum(wide[b, y, k, ch], axis=k), name="sums")
+    rb, ry, rk = (te.reduce_axis((0, e), name=f"r{e}") for e in (n, h, w))
+    low = te.compute((c,), lambda ch: te.min(x[rb, ry, rk, ch], axis=[rb, ry, rk]), name="low")
+    rb, ry, rk = (te.reduce_axis((0, e), name=f"s{e}") for e in (n, h, w))
+    high = te.compute((c,), lambda ch: te.max(x[rb, ry, rk, ch], axis=[rb, ry, rk]), name="high")
+    sch = S._schedule(te.create_prim_func([x, sums, low, high]), cores=2)
+    assert sch is not None
+    rows, parallel = outer_loop(sch, "sums")
+    assert parallel and int(sch.get(rows).extent) == n * h
+    for name in ("sums_rf_update", "low_rf", "high_rf"):
+        block = next(
+            b
+            for b in sch.get_child_blocks(sch.get_sblock("root"))
+            if sch.get(b).name_hint.startswith(name)
+        )
+        assert sch.get_sref(sch.get_loops(block)[0]).same_as(rows), f"{name} reads the rows again"
+
+    data = np.random.default_rng(5).integers(1, 255, (n, h, w, c), dtype=np.uint8)
+    data[1, 33, 7, 2], data[0, 5, 90, 1] = 0, 255
+    lib = tvm.compile(sch.mod["main"], target="llvm")
+    got = [tvm.runtime.empty((n, h, c), "int64"), tvm.runtime.empty((c,), "uint8")]
+    got.append(tvm.runtime.empty((c,), "uint8"))
+    lib(tvm.runtime.tensor(data), *got)
+    np.testing.assert_array_equal(got[0].numpy(), data.astype(np.int64).sum(axis=2))
+    np.testing.assert_array_equal(got[1].numpy(), data.min(axis=(0, 1, 2)))
+    np.testing.assert_array_equal(got[2].numpy(), data.max(axis=(0, 1, 2)))

@@ -20,7 +20,7 @@ import numpy as np
 import tvm
 from gdp.ops import mapping as M
 from gdp.rewrites import fusion as F
-from gdp.runtime.backends.tvm_schedules import leading_spatial_axes
+from gdp.runtime.backends.tvm_schedules import leading_spatial_axes, row_scan
 from tvm import relax
 
 FUSIONS = ("gdp", "tvm", "none")
@@ -104,19 +104,31 @@ def _moves(func: tvm.tirx.PrimFunc) -> bool | None:
     return permuted
 
 
-def _kernel_reduces_rows(func: tvm.tirx.PrimFunc) -> bool:
-    """Whether a kernel's one reduction reduces the trailing axes of one of its inputs and keeps
-    the leading ones (a mean along each row of an image)."""
+def _reduction(func: tvm.tirx.PrimFunc):
+    """A kernel's one reduction block and its own buffers, or None where it has none or several."""
     sch = tvm.s_tir.Schedule(func)
     root = sch.get_sblock("root")
     blocks = [sch.get(b) for b in sch.get_child_blocks(root)]
-    internal = list(sch.get(root).alloc_buffers)
     reductions = [
         b for b in blocks if any(iv.iter_type != tvm.tirx.IterVar.DataPar for iv in b.iter_vars)
     ]
-    if len(reductions) != 1:
+    return (reductions[0], list(sch.get(root).alloc_buffers)) if len(reductions) == 1 else None
+
+
+def _kernel_row_scan(func: tvm.tirx.PrimFunc) -> int:
+    """The rows a kernel's one reduction scans one at a time (tvm_schedules.row_scan), or 0."""
+    found = _reduction(func)
+    scan = row_scan(found[0]) if found else None
+    return scan[0] if scan else 0
+
+
+def _kernel_reduces_rows(func: tvm.tirx.PrimFunc) -> bool:
+    """Whether a kernel's one reduction reduces the trailing axes of one of its inputs and keeps
+    the leading ones (a mean along each row of an image)."""
+    found = _reduction(func)
+    if found is None:
         return False
-    (block,) = reductions
+    block, internal = found
     if not leading_spatial_axes(block):
         return False
     extents = [int(iv.dom.extent) for iv in block.iter_vars]
@@ -176,6 +188,7 @@ def graph_of(mod: tvm.IRModule) -> tuple[list[F.Op], list[Binding]] | None:
     bindings = _bindings(block)
     index = {b.var: i for i, b in enumerate(bindings)}
     outputs = set(relax.analysis.free_vars(main.body.body))
+    params = set(main.params)
     ops = []
     for b in bindings:
         klass = M.NOT_FUSABLE
@@ -185,9 +198,19 @@ def graph_of(mod: tvm.IRModule) -> tuple[list[F.Op], list[Binding]] | None:
             read = sum(_elements(a.ty) for a in _inputs(b.value))
             klass = classify(mod[b.callee], read, _elements(b.var.ty))
         producers = sorted({index[a] for a in _inputs(b.value) if a in index})
-        rows = klass == M.MANY_TO_MANY and _kernel_reduces_rows(mod[b.callee])
+        anchor = klass == M.MANY_TO_MANY
+        sources = {(a.name, _bytes(a.ty)) for a in _inputs(b.value) if a in params}
         ops.append(
-            F.Op(b.var.name, klass, _bytes(b.var.ty), tuple(producers), b.var in outputs, rows)
+            F.Op(
+                b.var.name,
+                klass,
+                _bytes(b.var.ty),
+                tuple(producers),
+                b.var in outputs,
+                reduces_rows=anchor and _kernel_reduces_rows(mod[b.callee]),
+                row_scan=_kernel_row_scan(mod[b.callee]) if anchor else 0,
+                sources=tuple(sorted(sources)),
+            )
         )
     return ops, bindings
 
@@ -395,8 +418,10 @@ def fuse(mod: tvm.IRModule, mode: str, cost: F.CostModel) -> tuple[tvm.IRModule,
         "ops": len(ops),
         "groups": len(set(plan)),
         "boundary_bytes": graph.boundary_bytes(plan),
+        "reread_bytes": graph.reread_bytes(plan),
         "tvm_groups": len(set(baseline)),
         "tvm_boundary_bytes": graph.boundary_bytes(baseline),
+        "tvm_reread_bytes": graph.reread_bytes(baseline),
     }
     if mode == "tvm":
         return relax.transform.FuseOps()(mod), report

@@ -41,10 +41,12 @@ STRIPS_PER_CORE = 8
 # 16 and 24 on the 5x5 Gaussian), and the longest trailing axis taken for a channel axis.
 MAX_VECTOR_LANES = 48
 MAX_CHANNELS = 4
-# Lanes of a row reduction's partial sums with the channels kept (see _channel_partials): 24
-# int64 lanes ran mean_std's packed row sums in 7.9 ms, 48 in 9.2 ms, 96 in 18 ms (LLVM spills
-# the wider accumulators).
-CHANNEL_PARTIAL_LANES = 24
+# Most bytes of a row reduction's partial results with the channels kept (see
+# _channel_partials), at most MAX_VECTOR_LANES lanes: 24 int64 lanes ran mean_std's packed row
+# sums in 7.9 ms, 48 in 9.2 ms, 96 in 18 ms (LLVM spills the wider accumulators); its uint8
+# minimum took 1.5 ms with 48 lanes, 1.7 with 24, 2.0 with 96 and 2.1 with 192 (each row
+# combines its lanes one by one).
+CHANNEL_PARTIAL_BYTES = 192
 # Partial results per core of a reduction with few outputs (see _schedule_reductions).
 PARTIALS_PER_CORE = 4
 # Longest reduction computed per strip inside a row kernel (a grey conversion's three channels).
@@ -433,7 +435,10 @@ def _schedule_reductions(sch: tvm.s_tir.Schedule, cores: int) -> bool:
             # A block outside any loop (a scalar's cast) makes rfactor fail on its sibling
             # (TVM's BlockReplacer check): a unit loop around it avoids that.
             sch.add_unit_loop(block)
+    scanned = _row_scans(sch, jobs)
     for block in sch.get_child_blocks(sch.get_sblock("root")):
+        if sch.get(block).name_hint in scanned:
+            continue
         loops = sch.get_loops(block)
         if len(loops) == 1 and int(sch.get(loops[0]).extent) == 1 and _is_spatial(sch, block):
             continue
@@ -446,8 +451,6 @@ def _schedule_reductions(sch: tvm.s_tir.Schedule, cores: int) -> bool:
             sch.parallel(sch.fuse(*loops[:-1]) if len(loops) > 1 else loops[0])
             continue
         if math.prod(extents[: len(spatial)]) >= jobs:
-            if _channel_partials(sch, block, len(spatial)):
-                continue
             _vector_partials(sch, block, len(spatial))
             loops = sch.get_loops(block)
             sch.parallel(sch.fuse(*loops[: len(spatial)]) if len(spatial) > 1 else loops[0])
@@ -473,33 +476,106 @@ def _schedule_reductions(sch: tvm.s_tir.Schedule, cores: int) -> bool:
     return True
 
 
-def _channel_partials(sch: tvm.s_tir.Schedule, block, spatial: int) -> bool:
+def row_scan(stmt) -> tuple[int, bool] | None:
+    """How a reduction block can be computed one input row at a time, or None: it reads its
+    inputs as (..., row, channel) arrays, reducing along the row (their second-to-last axis) and
+    keeping the channel (the last, at most MAX_CHANNELS), and the axes before the row are either
+    all kept (a sum of each row: mean_std's packed sums) or all reduced (a sum or a minimum per
+    channel over a whole batch, folded into one partial per row). Returns (the number of input
+    rows, whether the axes before the row are reduced). Several such reductions of one input
+    run as one pass over its rows (_schedule_reductions)."""
+    ivs = list(stmt.iter_vars)
+    if not stmt.reads or len(ivs) < 3:
+        return None
+    kind = {iv.var: iv.iter_type == tvm.tirx.IterVar.DataPar for iv in ivs}
+    orders = []
+    for read in stmt.reads:
+        index = [r.min for r in read.region]
+        order = [next((k for k, v in enumerate(kind) if v.same_as(i)), None) for i in index]
+        if None in order or sorted(order) != list(range(len(ivs))):
+            return None
+        orders.append(order)
+    if any(o != orders[0] for o in orders):
+        return None
+    *lead, row, channel = [ivs[k].var for k in orders[0]]
+    if not kind[channel] or kind[row] or len({kind[v] for v in lead}) != 1:
+        return None
+    extent = {iv.var: int(iv.dom.extent) for iv in ivs}
+    if extent[channel] > MAX_CHANNELS:
+        return None
+    # The block's own order must be TOPI's: kept axes (rows then channel), then the reduced.
+    reduced = not kind[lead[0]]
+    order = [channel, *lead, row] if reduced else [*lead, channel, row]
+    if any(not iv.var.same_as(v) for iv, v in zip(ivs, order, strict=True)):
+        return None
+    return math.prod(extent[v] for v in lead), reduced
+
+
+def _row_scans(sch: tvm.s_tir.Schedule, jobs: int) -> set[str]:
+    """The kernel's reductions that read their input one row at a time (row_scan), each row read
+    once into vector partials, and those reading rows of the same count under one parallel
+    loop: a kernel that sums, and takes the minimum and maximum of, one batch (mean_std) reads
+    each row once for the three. Returns the names of the blocks scheduled."""
+    row_loops: dict[int, list] = {}
+    partials = []
+    for block in sch.get_child_blocks(sch.get_sblock("root")):
+        scan = row_scan(sch.get(block))
+        if scan is None or scan[0] < jobs:
+            continue
+        if scan[1]:
+            # One partial per row (rfactor over the rows), combined after all rows.
+            loops = sch.get_loops(block)
+            rows = sch.fuse(*loops[1:-1]) if len(loops) > 3 else loops[1]
+            partial = sch.rfactor(rows, factor_axis=0)
+            stmt = sch.get(partial)
+            row_var = stmt.writes[0].region[0].min
+            at = next(k for k, iv in enumerate(stmt.iter_vars) if iv.var.same_as(row_var))
+            rest = [k for k in range(len(stmt.iter_vars)) if k != at]
+            sch.reorder_block_iter_var(partial, [at, *rest])
+            loops = sch.get_loops(partial)
+            sch.reorder(loops[1], loops[0])
+            block = partial
+        found = _channel_partials(sch, block, 2 if scan[1] else len(sch.get_loops(block)) - 1)
+        if found is not None:
+            row_loops.setdefault(scan[0], []).append(found[0])
+            partials.append(found[1])
+    done = set()
+    for loops in row_loops.values():
+        merged = loops[0]
+        if len(loops) > 1:
+            # TVM's merge puts the loop where the last loop given was: the first in program
+            # order, before the blocks that combine the rows' partials.
+            merged = sch.merge(*loops[::-1])
+            sch.parallel(merged)
+        done |= {sch.get(b).name_hint for b in sch.get_child_blocks(merged)}
+    for partial in partials:
+        # The lanes zeroed once before the row, not tested on every piece (after the loops
+        # are final: parallel and merge refuse a reduction without its init).
+        init = sch.decompose_reduction(partial, sch.get_loops(partial)[-2])
+        sch.vectorize(sch.get_loops(init)[-1])
+        done.add(sch.get(init).name_hint)
+    return done
+
+
+def _channel_partials(sch: tvm.s_tir.Schedule, block, spatial: int):
     """A reduction along an image's rows, channels kept (a packed sum over each row of an
     (N, H, W, C) batch): TOPI loops over the channel outside the row, reading every C-th byte.
     Here each row is read once, contiguously: the (pixel, channel) pairs of a vector-wide piece
     of the row are lanes of partial sums, each lane adding the same channel of every piece, and
-    the lanes of a channel are combined after the row. Returns False where the kernel is not
-    of that form (the reduction's axis directly before the channel axis in every read)."""
+    the lanes of a channel are combined after the row. Returns the parallel loop over the rows
+    and the partials' block, or None where the row does not split into such pieces."""
     stmt = sch.get(block)
     loops = sch.get_loops(block)
-    if spatial < 2 or len(loops) != spatial + 1:
-        return False
-    channel, reduced = stmt.iter_vars[spatial - 1], stmt.iter_vars[spatial]
-    channels = int(channel.dom.extent)
-    for read in stmt.reads:
-        index = [r.min for r in read.region]
-        if len(index) < 2 or not index[-1].same_as(channel.var):
-            return False
-        if not index[-2].same_as(reduced.var):
-            return False
+    channels = int(stmt.iter_vars[spatial - 1].dom.extent)
     extent = int(sch.get(loops[-1]).extent)
+    width = max(1, tvm.DataType(stmt.writes[0].source.ty.dtype).bits // 8)
     pieces = [
         d
-        for d in range(CHANNEL_PARTIAL_LANES // channels, 0, -1)
+        for d in range(min(MAX_VECTOR_LANES, CHANNEL_PARTIAL_BYTES // width) // channels, 0, -1)
         if (d * channels) % 8 == 0 and extent % d == 0 and extent >= 4 * d
     ]
-    if channels > MAX_CHANNELS or not pieces:
-        return False
+    if not pieces:
+        return None
     _, inner = sch.split(loops[-1], [None, pieces[0]])
     # The partials laid out (..., piece, channel): one lane per contiguous input element.
     partial = sch.rfactor(inner, factor_axis=spatial - 1)
@@ -518,10 +594,7 @@ def _channel_partials(sch: tvm.s_tir.Schedule, block, spatial: int) -> bool:
     sch.parallel(row)
     sch.compute_at(partial, row, preserve_unit_loops=True)
     sch.vectorize(sch.fuse(*sch.get_loops(partial)[-2:]))
-    # The lanes zeroed once before the row, not tested on every piece.
-    init = sch.decompose_reduction(partial, sch.get_loops(partial)[-2])
-    sch.vectorize(sch.get_loops(init)[-1])
-    return True
+    return row, partial
 
 
 def _vector_partials(sch: tvm.s_tir.Schedule, block, spatial: int) -> None:
