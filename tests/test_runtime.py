@@ -197,3 +197,30 @@ def test_odd_uint8_input_matches_opencv_and_read_only_input_is_copied():
     np.testing.assert_array_equal(
         cv2.GaussianBlur(image, (5, 5), 0), real.GaussianBlur(image, (5, 5), 0)
     )
+
+
+@pytest.mark.parametrize("preset", [None, "1"])
+def test_cpu_kernels_use_one_thread_per_core_unless_the_user_says(preset, tmp_path):
+    """TVM alone halves the hardware threads on x86 (for hyper-threads): one thread on a
+    2-vCPU machine. gdp sizes the pool to the physical cores; TVM_NUM_THREADS still wins."""
+    import os
+    import subprocess
+    import sys
+
+    from gdp.runtime.backends.tvm_llvm import physical_cores
+
+    script = (
+        "import numpy as np, tvm_ffi, gdp\n"
+        "from tests.models import affine\n"
+        f"m = gdp.compile(affine((64, 48, 3)), cache_dir={str(tmp_path)!r})\n"
+        "m(np.zeros((64, 48, 3), np.float32))\n"
+        "print(tvm_ffi.get_global_func('runtime.NumThreads')())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("TVM_NUM_THREADS", "OMP_NUM_THREADS")}
+    if preset is not None:
+        env["TVM_NUM_THREADS"] = preset
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    want = int(preset) if preset is not None else physical_cores()
+    assert int(done.stdout.split()[-1]) == want, done.stderr[-2000:]

@@ -41,8 +41,31 @@ def _host_target_dict() -> dict:
     }
 
 
+def physical_cores() -> int:
+    """The cores this process may run on, a core's hardware threads counted once."""
+    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    cores = set()
+    for cpu in allowed if allowed is not None else range(os.cpu_count() or 1):
+        path = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list")
+        try:
+            cores.add(path.read_text().strip())
+        except OSError:
+            cores.add(str(cpu))
+    return max(1, len(cores))
+
+
+def _use_every_core() -> None:
+    """TVM's thread pool, unless the user sized it: one thread per physical core. Left to
+    itself, TVM halves the hardware threads on x86 to skip hyper-threads, which on a machine
+    without them (a 2-vCPU VM) runs every parallel kernel on one core. Read by TVM when its pool
+    starts, at the first parallel kernel."""
+    if "TVM_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in os.environ:
+        os.environ["TVM_NUM_THREADS"] = str(physical_cores())
+
+
 class TvmExecutable(Executable):
     def __init__(self, library: tvm.runtime.Module) -> None:
+        _use_every_core()
         self.device = tvm.cpu()
         self.library = library
         self.vm = VirtualMachine(library, self.device)
