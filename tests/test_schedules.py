@@ -210,13 +210,13 @@ def test_sums_minimum_and_maximum_of_one_batch_read_each_row_once():
     assert sch is not None
     rows, parallel = outer_loop(sch, "sums")
     assert parallel and int(sch.get(rows).extent) == n * h
-    for name in ("sums_rf_update", "low_rf", "high_rf"):
-        block = next(
-            b
-            for b in sch.get_child_blocks(sch.get_sblock("root"))
-            if sch.get(b).name_hint.startswith(name)
+    # Each piece of a row is loaded once for the three: one loop along the row holds them.
+    for name in ("sums_rf_update", "low_rf_rf_update", "high_rf_rf_update"):
+        outer, along = (sch.get_sref(lp) for lp in sch.get_loops(sch.get_sblock(name))[:2])
+        assert outer.same_as(rows), f"{name} reads the rows again"
+        assert along.same_as(sch.get_sref(sch.get_loops(sch.get_sblock("sums_rf_update"))[1])), (
+            f"{name} loads the row's pieces again"
         )
-        assert sch.get_sref(sch.get_loops(block)[0]).same_as(rows), f"{name} reads the rows again"
 
     data = np.random.default_rng(5).integers(1, 255, (n, h, w, c), dtype=np.uint8)
     data[1, 33, 7, 2], data[0, 5, 90, 1] = 0, 255

@@ -513,78 +513,91 @@ def row_scan(stmt) -> tuple[int, bool] | None:
 
 def _row_scans(sch: tvm.s_tir.Schedule, jobs: int) -> set[str]:
     """The kernel's reductions that read their input one row at a time (row_scan), each row read
-    once into vector partials, and those reading rows of the same count under one parallel
-    loop: a kernel that sums, and takes the minimum and maximum of, one batch (mean_std) reads
-    each row once for the three. Returns the names of the blocks scheduled."""
-    row_loops: dict[int, list] = {}
-    partials = []
+    once into vector partials (_channel_partials); those reading rows of one shape share the
+    parallel loop over the rows and the loop along each row, in pieces of one width, so each
+    piece is loaded once for all of them: a kernel that sums, and takes the minimum and maximum
+    of, one batch (mean_std) reads it once. Returns the names of the blocks scheduled."""
+    scans: dict[tuple, list] = {}
     for block in sch.get_child_blocks(sch.get_sblock("root")):
         scan = row_scan(sch.get(block))
         if scan is None or scan[0] < jobs:
             continue
-        if scan[1]:
-            # One partial per row (rfactor over the rows), combined after all rows.
-            loops = sch.get_loops(block)
-            rows = sch.fuse(*loops[1:-1]) if len(loops) > 3 else loops[1]
-            partial = sch.rfactor(rows, factor_axis=0)
-            stmt = sch.get(partial)
-            row_var = stmt.writes[0].region[0].min
-            at = next(k for k, iv in enumerate(stmt.iter_vars) if iv.var.same_as(row_var))
-            rest = [k for k in range(len(stmt.iter_vars)) if k != at]
-            sch.reorder_block_iter_var(partial, [at, *rest])
-            loops = sch.get_loops(partial)
-            sch.reorder(loops[1], loops[0])
-            block = partial
-        found = _channel_partials(sch, block, 2 if scan[1] else len(sch.get_loops(block)) - 1)
-        if found is not None:
-            row_loops.setdefault(scan[0], []).append(found[0])
-            partials.append(found[1])
+        stmt = sch.get(block)
+        row, channels = (int(stmt.iter_vars[k].dom.extent) for k in (-1, 0 if scan[1] else -2))
+        width = max(1, tvm.DataType(stmt.writes[0].source.ty.dtype).bits // 8)
+        piece = _piece(row, channels, width)
+        if piece:
+            scans.setdefault((scan[0], row, channels), []).append((block, scan[1], piece))
     done = set()
-    for loops in row_loops.values():
-        merged = loops[0]
-        if len(loops) > 1:
-            # TVM's merge puts the loop where the last loop given was: the first in program
-            # order, before the blocks that combine the rows' partials.
-            merged = sch.merge(*loops[::-1])
-            sch.parallel(merged)
-        done |= {sch.get(b).name_hint for b in sch.get_child_blocks(merged)}
-    for partial in partials:
-        # The lanes zeroed once before the row, not tested on every piece (after the loops
-        # are final: parallel and merge refuse a reduction without its init).
-        init = sch.decompose_reduction(partial, sch.get_loops(partial)[-2])
-        sch.vectorize(sch.get_loops(init)[-1])
-        done.add(sch.get(init).name_hint)
+    for group in scans.values():
+        piece = min(p for _, _, p in group)
+        found = [
+            _channel_partials(sch, _per_row(sch, b) if whole else b, piece) for b, whole, _ in group
+        ]
+        rows, partials = [f[0] for f in found], [f[1] for f in found]
+        if len(rows) > 1:
+            rows = [_merge_first(sch, rows)]
+            sch.parallel(rows[0])
+            # The merged row now runs the scans' bodies in the order _merge_first gives.
+            pieces = [sch.get_loops(p)[-2] for p in partials]
+            _merge_first(sch, pieces[1:] + pieces[:1])
+        for partial in partials:
+            # The lanes zeroed once before the row, not tested on every piece (after the loops
+            # are final: parallel and merge refuse a reduction without its init).
+            init = sch.decompose_reduction(partial, sch.get_loops(partial)[-2])
+            sch.vectorize(sch.get_loops(init)[-1])
+        done |= {sch.get(b).name_hint for b in sch.get_child_blocks(rows[0])}
     return done
 
 
-def _channel_partials(sch: tvm.s_tir.Schedule, block, spatial: int):
+def _merge_first(sch: tvm.s_tir.Schedule, loops: list):
+    """Sibling loops (in program order) merged into one, placed where the first was: before the
+    blocks after any of them, which read what they compute (the partials' combinations). TVM's
+    merge places the loop where the last loop it is given was, and runs the bodies in the order
+    given: here loops[1:], then loops[0]."""
+    return sch.merge(*loops[1:], loops[0])
+
+
+def _piece(row: int, channels: int, width: int) -> int:
+    """Pixels of a row piece whose (pixel, channel) values are the lanes of partial results of
+    `width` bytes each, or 0 where the row does not split into such pieces."""
+    most = min(MAX_VECTOR_LANES, CHANNEL_PARTIAL_BYTES // width) // channels
+    fits = (d for d in range(most, 0, -1) if (d * channels) % 8 == 0 and row % d == 0)
+    return next((d for d in fits if row >= 4 * d), 0)
+
+
+def _per_row(sch: tvm.s_tir.Schedule, block):
+    """A reduction over whole rows and the axes before them (channels kept) as one partial per
+    row (rfactor over the rows), combined after all rows; returns the partials' block, whose
+    iteration is then (row, channel, along the row), as a row reduction's is."""
+    loops = sch.get_loops(block)
+    rows = sch.fuse(*loops[1:-1]) if len(loops) > 3 else loops[1]
+    partial = sch.rfactor(rows, factor_axis=0)
+    stmt = sch.get(partial)
+    row_var = stmt.writes[0].region[0].min
+    at = next(k for k, iv in enumerate(stmt.iter_vars) if iv.var.same_as(row_var))
+    sch.reorder_block_iter_var(partial, [at, *(k for k in range(len(stmt.iter_vars)) if k != at)])
+    loops = sch.get_loops(partial)
+    sch.reorder(loops[1], loops[0])
+    return partial
+
+
+def _channel_partials(sch: tvm.s_tir.Schedule, block, piece: int):
     """A reduction along an image's rows, channels kept (a packed sum over each row of an
     (N, H, W, C) batch): TOPI loops over the channel outside the row, reading every C-th byte.
-    Here each row is read once, contiguously: the (pixel, channel) pairs of a vector-wide piece
-    of the row are lanes of partial sums, each lane adding the same channel of every piece, and
-    the lanes of a channel are combined after the row. Returns the parallel loop over the rows
-    and the partials' block, or None where the row does not split into such pieces."""
-    stmt = sch.get(block)
-    loops = sch.get_loops(block)
-    channels = int(stmt.iter_vars[spatial - 1].dom.extent)
-    extent = int(sch.get(loops[-1]).extent)
-    width = max(1, tvm.DataType(stmt.writes[0].source.ty.dtype).bits // 8)
-    pieces = [
-        d
-        for d in range(min(MAX_VECTOR_LANES, CHANNEL_PARTIAL_BYTES // width) // channels, 0, -1)
-        if (d * channels) % 8 == 0 and extent % d == 0 and extent >= 4 * d
-    ]
-    if not pieces:
-        return None
-    _, inner = sch.split(loops[-1], [None, pieces[0]])
+    Here each row is read once, contiguously, in pieces of `piece` pixels: a piece's (pixel,
+    channel) values are lanes of partial results, each lane taking the same channel of every
+    piece, and the lanes of a channel are combined after the row. Returns the parallel loop over
+    the rows and the partials' block (its last two loops: along the row, and the lanes)."""
+    spatial = len(sch.get_loops(block)) - 1
+    _, inner = sch.split(sch.get_loops(block)[-1], [None, piece])
     # The partials laid out (..., piece, channel): one lane per contiguous input element.
     partial = sch.rfactor(inner, factor_axis=spatial - 1)
     stmt = sch.get(partial)
     kinds = [iv.iter_type == tvm.tirx.IterVar.DataPar for iv in stmt.iter_vars]
-    piece = stmt.writes[0].region[spatial - 1].min
-    chan = stmt.writes[0].region[spatial].min
     lanes = [
-        next(k for k, iv in enumerate(stmt.iter_vars) if iv.var.same_as(v)) for v in (piece, chan)
+        next(k for k, iv in enumerate(stmt.iter_vars) if iv.var.same_as(r.min))
+        for r in stmt.writes[0].region[spatial - 1 : spatial + 1]
     ]
     rows = [k for k in range(len(kinds)) if kinds[k] and k not in lanes]
     along = [k for k in range(len(kinds)) if not kinds[k]]
@@ -592,7 +605,7 @@ def _channel_partials(sch: tvm.s_tir.Schedule, block, spatial: int):
     outer = sch.get_loops(block)[: spatial - 1]
     row = sch.fuse(*outer) if len(outer) > 1 else outer[0]
     sch.parallel(row)
-    sch.compute_at(partial, row, preserve_unit_loops=True)
+    sch.compute_at(partial, row, preserve_unit_loops=False)
     sch.vectorize(sch.fuse(*sch.get_loops(partial)[-2:]))
     return row, partial
 
