@@ -227,3 +227,30 @@ def test_sums_minimum_and_maximum_of_one_batch_read_each_row_once():
     np.testing.assert_array_equal(got[0].numpy(), data.astype(np.int64).sum(axis=2))
     np.testing.assert_array_equal(got[1].numpy(), data.min(axis=(0, 1, 2)))
     np.testing.assert_array_equal(got[2].numpy(), data.max(axis=(0, 1, 2)))
+
+
+def test_row_sums_of_a_stored_image_accumulate_in_vector_lanes():
+    """Sharpness's second pass, (x - mean)^2 summed along each row of a stored image: the
+    partial sums run along the row in vector lanes (the lanes innermost, zeroed once per row).
+    Before, rfactor left the lanes outermost and each lane stepped through the row alone."""
+    h, w = 40, 480
+    x = te.placeholder((h, w), "float32", name="x")
+    mean = te.placeholder((), "float32", name="mean")
+    k = te.reduce_axis((0, w), name="k")
+    sums = te.compute(
+        (h,), lambda y: te.sum((x[y, k] - mean()) * (x[y, k] - mean()), axis=k), name="sums"
+    )
+    sch = S._schedule(te.create_prim_func([x, mean, sums]), cores=2)
+    assert sch is not None
+    rows, parallel = outer_loop(sch, "sums")
+    assert parallel and outer_loop(sch, "sums_rf_update")[0].same_as(rows)
+    update = sch.get_loops(sch.get_sblock("sums_rf_update"))
+    assert sch.get(update[-1]).kind == tvm.tirx.ForKind.VECTORIZED
+    assert len(sch.get_loops(sch.get_sblock("sums_rf_init"))) == 2  # outside the row's steps
+
+    data = np.random.default_rng(7).normal(0, 1, (h, w)).astype("float32")
+    lib = tvm.compile(sch.mod["main"], target="llvm")
+    got = tvm.runtime.empty((h,), "float32")
+    lib(tvm.runtime.tensor(data), tvm.runtime.tensor(np.float32(0.25)), got)
+    want = ((data.astype(np.float64) - 0.25) ** 2).sum(axis=1)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5)

@@ -451,9 +451,11 @@ def _schedule_reductions(sch: tvm.s_tir.Schedule, cores: int) -> bool:
             sch.parallel(sch.fuse(*loops[:-1]) if len(loops) > 1 else loops[0])
             continue
         if math.prod(extents[: len(spatial)]) >= jobs:
-            _vector_partials(sch, block, len(spatial))
+            partial = _vector_partials(sch, block, len(spatial))
             loops = sch.get_loops(block)
             sch.parallel(sch.fuse(*loops[: len(spatial)]) if len(spatial) > 1 else loops[0])
+            if partial is not None:
+                _zero_once(sch, partial)
             continue
         reduction = loops[len(spatial) :]
         fused = sch.fuse(*reduction) if len(reduction) > 1 else reduction[0]
@@ -542,10 +544,7 @@ def _row_scans(sch: tvm.s_tir.Schedule, jobs: int) -> set[str]:
             pieces = [sch.get_loops(p)[-2] for p in partials]
             _merge_first(sch, pieces[1:] + pieces[:1])
         for partial in partials:
-            # The lanes zeroed once before the row, not tested on every piece (after the loops
-            # are final: parallel and merge refuse a reduction without its init).
-            init = sch.decompose_reduction(partial, sch.get_loops(partial)[-2])
-            sch.vectorize(sch.get_loops(init)[-1])
+            _zero_once(sch, partial)
         done |= {sch.get(b).name_hint for b in sch.get_child_blocks(rows[0])}
     return done
 
@@ -610,23 +609,41 @@ def _channel_partials(sch: tvm.s_tir.Schedule, block, piece: int):
     return row, partial
 
 
-def _vector_partials(sch: tvm.s_tir.Schedule, block, spatial: int) -> None:
+def _vector_partials(sch: tvm.s_tir.Schedule, block, spatial: int):
     """Accumulate a reduction in a vector of partial results (rfactor over the inner part of the
     reduction loop), summed at the end: a serial sum waits for each addition before the next,
     where independent vector lanes keep the FP units busy. Only for a reduction over the
-    innermost (contiguous) axis, whose inner part then loads whole vectors."""
+    innermost (contiguous) axis, whose inner part then loads whole vectors. Returns the partials'
+    block (its init still inside: _zero_once, after the loops around it are final), or None."""
     loops = sch.get_loops(block)
     reduction = loops[spatial:]
     if len(reduction) != 1:
-        return
+        return None
     lanes = _partial_lanes(int(sch.get(reduction[0]).extent))
     if lanes is None:
-        return
+        return None
     _, inner = sch.split(reduction[0], [None, lanes])
     partial = sch.rfactor(inner, factor_axis=spatial)
-    sch.vectorize(sch.get_loops(partial)[-1])
+    # The lanes innermost (rfactor puts them first): each step along the row loads a vector.
+    stmt = sch.get(partial)
+    lane = stmt.writes[0].region[spatial].min
+    at = next(k for k, iv in enumerate(stmt.iter_vars) if iv.var.same_as(lane))
+    order = sorted(
+        (k for k in range(len(stmt.iter_vars)) if k != at),
+        key=lambda k: stmt.iter_vars[k].iter_type != tvm.tirx.IterVar.DataPar,
+    )
+    sch.reorder_block_iter_var(partial, [*order, at])
     # The partials of one output are combined right after they are computed, in cache.
-    sch.compute_at(partial, sch.get_loops(block)[spatial - 1], preserve_unit_loops=True)
+    sch.compute_at(partial, sch.get_loops(block)[spatial - 1], preserve_unit_loops=False)
+    sch.vectorize(sch.get_loops(partial)[-1])
+    return partial
+
+
+def _zero_once(sch: tvm.s_tir.Schedule, partial) -> None:
+    """A partials block's lanes zeroed once before the loop along the row, not tested on every
+    step of it. Done last: parallel and merge refuse a reduction block without its init."""
+    init = sch.decompose_reduction(partial, sch.get_loops(partial)[-2])
+    sch.vectorize(sch.get_loops(init)[-1])
 
 
 def _schedule_generic(sch: tvm.s_tir.Schedule, cores: int) -> bool:
