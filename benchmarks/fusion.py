@@ -59,6 +59,7 @@ def _row(name: str, models: dict[str, list], timings: dict) -> dict:
         row[fusion] = {
             "kernels": sum(m.report()["kernels"] for m in ms),
             "boundary_bytes": sum(r.get("boundary_bytes", 0) for r in reports),
+            "reread_bytes": sum(r.get("reread_bytes", 0) for r in reports),
             "median_ms": t.median * 1e3,
             "min_ms": min(t.seconds) * 1e3,
             "max_ms": max(t.seconds) * 1e3,
@@ -110,46 +111,51 @@ def markdown(rows: list[dict], runs: int, seconds: float) -> str:
         ' `fusion="none"` (one kernel per op), `"tvm"` (TVM\'s FuseOps) and `"gdp"` (gdp\'s'
         " plan), checked against its OpenCV/NumPy peer, then run interleaved in one process on"
         f" the same 1080p input; medians of {runs} runs (min-max; tvm and gdp interleaved, none"
-        " timed apart, over a quarter of the runs). Kernels and MB crossing kernel"
-        " boundaries are summed over a workload's models (canny: its prepare and hysteresis"
+        " timed apart, over a quarter of the runs). Kernels, MB crossing kernel boundaries"
+        " (written by one kernel, read by another) and MB of inputs read again (by a second"
+        " kernel) are summed over a workload's models (canny: its prepare and hysteresis"
         " steps; the hysteresis runs until it converges).",
         "",
-        "| workload | kernels none / tvm / gdp | boundary MB none / tvm / gdp | none ms |"
-        " tvm ms | gdp ms | tvm / gdp |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: |",
+        "| workload | kernels none / tvm / gdp | boundary MB none / tvm / gdp |"
+        " inputs read again MB tvm / gdp | none ms | tvm ms | gdp ms | tvm / gdp |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |",
     ]
+    differ, same = [], []
     for row in rows:
         k = " / ".join(str(row[f]["kernels"]) for f in FUSIONS)
         mb = " / ".join(f"{row[f]['boundary_bytes'] / 1e6:.1f}" for f in FUSIONS)
+        again = " / ".join(f"{row[f]['reread_bytes'] / 1e6:.1f}" for f in ("tvm", "gdp"))
         ms = [
             f"{row[f]['median_ms']:.2f} ({row[f]['min_ms']:.2f}-{row[f]['max_ms']:.2f})"
             for f in FUSIONS
         ]
         ratio = row["tvm"]["median_ms"] / row["gdp"]["median_ms"]
-        lines.append(f"| {row['workload']} | {k} | {mb} | {' | '.join(ms)} | {ratio:.2f}x |")
+        lines.append(
+            f"| {row['workload']} | {k} | {mb} | {again} | {' | '.join(ms)} | {ratio:.2f}x |"
+        )
+        plan = [
+            (row[f]["kernels"], row[f]["boundary_bytes"], row[f]["reread_bytes"])
+            for f in ("tvm", "gdp")
+        ]
+        (differ if plan[0] != plan[1] else same).append(f"{row['workload']} {ratio:.2f}x")
     lines += [
         "",
         "How gdp plans: every legalized kernel gets a mapping class (gdp.ops.mapping) from TVM's"
         " op pattern and its TIR; the plan starts from TVM's FuseOps plan and steps from it"
-        " (merging two groups joined by an edge, or moving a group's private tail into the group"
-        " that consumes it) while a step is legal under the class rules (one-to-one fuses both"
-        " ways; no one-to-many or shuffle into a many-to-many op; at most one many-to-many op per"
-        " kernel; the anchor's inputs read only inside, unless it reduces rows; no stacking of"
-        " slice-written stencils beyond what one part held; convex) and lowers alpha x bytes"
-        " across boundaries + beta x the variance of kernel sizes (the cpu profile's alpha = 1,"
-        " beta = 0). So it never moves more bytes than TVM's plan. Both plans run under the same"
-        " gdp schedules, which compute stencils per row strip with their halo rows.",
+        " (merging two groups joined by an edge; merging two sibling groups that read one value"
+        " and each reduce it row by row, so one pass reads it once; or moving a group's private"
+        " tail into the group that consumes it) while a step is legal under the class rules"
+        " (one-to-one fuses both ways; no one-to-many or shuffle into a many-to-many op; one"
+        " many-to-many op per kernel, or several row scans of one row count; the anchor's inputs"
+        " read only inside, unless it reduces rows; no stacking of slice-written stencils beyond"
+        " what one part held; convex) and lowers alpha x (bytes across boundaries + inputs read"
+        " again) + beta x the variance of kernel sizes (the cpu profile's alpha = 1, beta = 0)."
+        " So it never moves more bytes than TVM's plan. Both plans run under the same gdp"
+        " schedules, which compute stencils per row strip with their halo rows, and reductions"
+        " row by row in vector lanes.",
         "",
-        "Where the two plans are the same (the same kernels and bytes), the latency difference"
-        " is measurement noise. The plans differ where gdp fuses what TVM's FuseOps cannot:"
-        " canny's prepare step (grey and blur in one kernel, Sobel, magnitude, non-maximum"
-        " suppression and both thresholds in another: a short reduction, two outputs), and"
-        " sharpness (the Laplacian and its row means in one kernel although the Laplacian is"
-        " also stored, and (x - mean)^2 moved to the mean it feeds). The fusion paper's 1.3x"
-        " over TVM's fusion is reached on those two (on sharpness by 1.2-1.4x across this"
-        " session's runs), not on the other workloads: most are one kernel under both plans,"
-        " canny's time is mostly its hysteresis step (the same kernels under both), and"
-        " mean_std's is its int64 row sums over 8 photos (one kernel under both).",
+        f"Plans that differ (tvm / gdp): {', '.join(differ) or 'none'}. Plans that are the same"
+        f" (their difference is measurement noise): {', '.join(same) or 'none'}.",
         "",
     ]
     return "\n".join(lines)

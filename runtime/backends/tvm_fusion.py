@@ -7,8 +7,11 @@ analysis (the PrimFunc's op_pattern) refined by its TIR: an injective kernel tha
 values is a shuffle when its reads permute the output's axes, one-to-many when it writes more
 elements than it reads, else a reorganize; a many-to-many kernel whose one reduction keeps an
 input's leading axes and reduces the rest is marked as reducing rows (gdp's row-strip schedule
-computes it beside the rows it reads). The planner's groups then become Relax functions marked
-Primitive, which FuseTIR turns into one kernel each, exactly as it does with FuseOps' groups.
+computes it beside the rows it reads), and one whose reduction reads its input row by row as a
+row scan (tvm_schedules.row_scan: several of one input share a pass). Each op also names the
+graph inputs it reads, for the cost of reading one twice. The planner's groups then become Relax
+functions marked Primitive, which FuseTIR turns into one kernel each, exactly as it does with
+FuseOps' groups.
 TVM's own plan, read back from FuseOps on a copy, is the planner's baseline.
 """
 

@@ -15,7 +15,13 @@ inside a fused kernel is materialised in full and every loop runs serially. Per 
      a reduction along the rows (a mean per row, output beside the image), summed in vector
      lanes. This is what lets gdp's fusion plans put a chain of stencils, or a stencil and its
      row reduction, in one kernel;
-   - a reduction: partial results per parallel chunk (rfactor), combined at the end;
+   - reductions: one that reads its input row by row (a sum along each row of an NHWC batch, a
+     minimum per channel of the whole batch: row_scan) reads each row once, in vector-wide
+     pieces whose values are lanes of partial results, and several such reductions of one
+     input (gdp's sibling fusion) share the loop over the rows and the loop along each row, so
+     each piece is loaded once for all; a reduction with many outputs runs them in parallel,
+     each accumulated in vector lanes; one with few outputs gets partial results per parallel
+     chunk (rfactor), combined at the end;
    - anything else: the annotations of meta-schedule's ParallelizeVectorizeUnroll rule and its
      postprocessor (parallel outer loops, vectorised inner one), once, without tuning.
 Numerics are unchanged except reductions, whose partial sums change the order of additions.
@@ -425,8 +431,9 @@ def _vectorize_block_row(sch: tvm.s_tir.Schedule, block, loops: list) -> None:
 
 
 def _schedule_reductions(sch: tvm.s_tir.Schedule, cores: int) -> bool:
-    """Each reduction with enough independent outputs runs them in parallel, each accumulated in
-    vector partials; one with few outputs (a sum over a whole image) is split into partial
+    """Reductions that read their input row by row run as one pass over its rows (_row_scans).
+    Each other reduction with enough independent outputs runs them in parallel, each accumulated
+    in vector partials; one with few outputs (a sum over a whole image) is split into partial
     results (rfactor), at least PARTIALS_PER_CORE per core, that run in parallel and are
     combined at the end. Other blocks run their outer loops in parallel."""
     jobs = PARTIALS_PER_CORE * cores
