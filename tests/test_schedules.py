@@ -254,3 +254,31 @@ def test_row_sums_of_a_stored_image_accumulate_in_vector_lanes():
     lib(tvm.runtime.tensor(data), tvm.runtime.tensor(np.float32(0.25)), got)
     want = ((data.astype(np.float64) - 0.25) ** 2).sum(axis=1)
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-5)
+
+
+def test_a_grey_image_with_a_channel_axis_of_one_is_vectorised_along_its_rows():
+    """HW1 images (gdp's grey images keep OpenCV's channel axis): the row and its unit channel
+    axis are one vector loop. Before, the unit axis alone was the 'row': vectors of one lane."""
+    x = te.placeholder((H + 2, W + 2, 1), "float32", name="x")
+    box = te.compute(
+        (H, W, 1),
+        lambda y, i, c: sum(x[y + dy, i + dx, c] for dy in range(3) for dx in range(3)),
+        name="box",
+    )
+    sch = S._schedule(te.create_prim_func([x, box]), cores=2)
+    assert sch is not None
+    vectorised = [
+        sch.get(lp)
+        for b in sch.get_child_blocks(sch.get_sblock("root"))
+        if sch.get(b).name_hint.startswith("box")
+        for lp in sch.get_loops(b)
+        if sch.get(lp).kind == tvm.tirx.ForKind.VECTORIZED
+    ]
+    assert vectorised and all(int(lp.extent) >= 8 for lp in vectorised)
+
+    data = np.random.default_rng(8).normal(0, 1, (H + 2, W + 2, 1)).astype("float32")
+    lib = tvm.compile(sch.mod["main"], target="llvm")
+    got = tvm.runtime.empty((H, W, 1), "float32")
+    lib(tvm.runtime.tensor(data), got)
+    want = sum(data[dy : dy + H, dx : dx + W] for dy in range(3) for dx in range(3))
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)

@@ -271,10 +271,11 @@ def _vectorize_row(sch: tvm.s_tir.Schedule, loops: list) -> None:
     and loads stay contiguous. The first and the last vector stay scalar loops: at an image's
     border they read reflected indices, which simplify to plain shifted reads only away from the
     border, where the rest of the row then loads and stores whole vectors."""
-    channels = int(sch.get(loops[-1]).extent) if len(loops) >= 2 else 1
-    if channels > MAX_CHANNELS:
-        channels = 1
-    row = sch.fuse(*loops[-2:]) if channels > 1 else loops[-1]
+    last = int(sch.get(loops[-1]).extent)
+    # A channel axis of one (an HW1 grey image) too: vectorised alone, it would be one lane.
+    is_channel = len(loops) >= 2 and last <= MAX_CHANNELS
+    channels = last if is_channel else 1
+    row = sch.fuse(*loops[-2:]) if is_channel else loops[-1]
     extent = int(sch.get(row).extent)
     step = math.lcm(4, channels)
     widths = range(MAX_VECTOR_LANES // step * step, 0, -step)
