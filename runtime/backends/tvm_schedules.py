@@ -350,18 +350,8 @@ def _row_partials(sch: tvm.s_tir.Schedule, sources: list) -> tuple[list, set]:
         if lanes is None:
             out.append(block)
             continue
-        _, inner = sch.split(loops[-1], [None, lanes])
-        partial = sch.rfactor(inner, factor_axis=spatial)
-        # The partial block's lane axis last (rfactor puts it first): strips then loop over
-        # rows, the row's vectors, and the lanes, which are vectorised.
-        stmt = sch.get(partial)
-        lane = stmt.writes[0].region[spatial].min
-        at = next(k for k, iv in enumerate(stmt.iter_vars) if iv.var.same_as(lane))
-        order = sorted(
-            (k for k in range(len(stmt.iter_vars)) if k != at),
-            key=lambda k: stmt.iter_vars[k].iter_type != tvm.tirx.IterVar.DataPar,
-        )
-        sch.reorder_block_iter_var(partial, [*order, at])
+        # Strips then loop over rows, the row's vectors, and the lanes, which are vectorised.
+        partial = _rfactor_lanes(sch, loops[-1], lanes, spatial)
         out += [partial, block]
         combining.add(sch.get(block).name_hint)
     return out, combining
@@ -597,18 +587,8 @@ def _channel_partials(sch: tvm.s_tir.Schedule, block, piece: int):
     piece, and the lanes of a channel are combined after the row. Returns the parallel loop over
     the rows and the partials' block (its last two loops: along the row, and the lanes)."""
     spatial = len(sch.get_loops(block)) - 1
-    _, inner = sch.split(sch.get_loops(block)[-1], [None, piece])
     # The partials laid out (..., piece, channel): one lane per contiguous input element.
-    partial = sch.rfactor(inner, factor_axis=spatial - 1)
-    stmt = sch.get(partial)
-    kinds = [iv.iter_type == tvm.tirx.IterVar.DataPar for iv in stmt.iter_vars]
-    lanes = [
-        next(k for k, iv in enumerate(stmt.iter_vars) if iv.var.same_as(r.min))
-        for r in stmt.writes[0].region[spatial - 1 : spatial + 1]
-    ]
-    rows = [k for k in range(len(kinds)) if kinds[k] and k not in lanes]
-    along = [k for k in range(len(kinds)) if not kinds[k]]
-    sch.reorder_block_iter_var(partial, [*rows, *along, *lanes])
+    partial = _rfactor_lanes(sch, sch.get_loops(block)[-1], piece, spatial - 1, lane_axes=2)
     outer = sch.get_loops(block)[: spatial - 1]
     row = sch.fuse(*outer) if len(outer) > 1 else outer[0]
     sch.parallel(row)
@@ -630,20 +610,30 @@ def _vector_partials(sch: tvm.s_tir.Schedule, block, spatial: int):
     lanes = _partial_lanes(int(sch.get(reduction[0]).extent))
     if lanes is None:
         return None
-    _, inner = sch.split(reduction[0], [None, lanes])
-    partial = sch.rfactor(inner, factor_axis=spatial)
-    # The lanes innermost (rfactor puts them first): each step along the row loads a vector.
-    stmt = sch.get(partial)
-    lane = stmt.writes[0].region[spatial].min
-    at = next(k for k, iv in enumerate(stmt.iter_vars) if iv.var.same_as(lane))
-    order = sorted(
-        (k for k in range(len(stmt.iter_vars)) if k != at),
-        key=lambda k: stmt.iter_vars[k].iter_type != tvm.tirx.IterVar.DataPar,
-    )
-    sch.reorder_block_iter_var(partial, [*order, at])
+    partial = _rfactor_lanes(sch, reduction[0], lanes, spatial)
     # The partials of one output are combined right after they are computed, in cache.
     sch.compute_at(partial, sch.get_loops(block)[spatial - 1], preserve_unit_loops=False)
     sch.vectorize(sch.get_loops(partial)[-1])
+    return partial
+
+
+def _rfactor_lanes(sch: tvm.s_tir.Schedule, loop, lanes: int, factor_axis: int, lane_axes=1):
+    """The inner `lanes` iterations of reduction `loop` as a block of partial results (rfactor,
+    the new axis at `factor_axis` of the partials), its iteration reordered so that the lane
+    axes (the `lane_axes` written axes from factor_axis; rfactor puts the new one first) come
+    last, after the other spatial axes and the reduction: each step along the row then loads
+    and updates whole vectors of lanes. Returns the partials' block."""
+    _, inner = sch.split(loop, [None, lanes])
+    partial = sch.rfactor(inner, factor_axis=factor_axis)
+    stmt = sch.get(partial)
+    written = stmt.writes[0].region[factor_axis : factor_axis + lane_axes]
+    ivs = list(stmt.iter_vars)
+    at = [next(k for k, iv in enumerate(ivs) if iv.var.same_as(r.min)) for r in written]
+    rest = sorted(
+        (k for k in range(len(ivs)) if k not in at),
+        key=lambda k: ivs[k].iter_type != tvm.tirx.IterVar.DataPar,
+    )
+    sch.reorder_block_iter_var(partial, [*rest, *at])
     return partial
 
 
