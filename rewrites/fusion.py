@@ -220,7 +220,14 @@ def _options(graph: Graph, groups: dict[int, int], group_of: list[int], v: int) 
             union |= groups[g]
         if legal_join(graph, union, v):
             options.append((producer_groups[0], tuple(producer_groups)))
-    return options
+    # Each group convex is not enough: two groups may feed each other through different ops.
+    return [o for o in options if o[0] is None or acyclic(graph, _placed(group_of, v, o))]
+
+
+def _placed(group_of: list[int], v: int, option) -> list[int]:
+    """The group of each op up to v once v is placed as `option` says."""
+    target, merged = option
+    return [target if g in merged else g for g in group_of] + [target]
 
 
 def _place(groups, group_of, v, option, next_id):
@@ -266,19 +273,20 @@ def plan(
 
 def _merge_down(graph: Graph, group_of: list[int], model: CostModel) -> list[int]:
     """Best-first steps from a plan while the cost falls. A step merges two groups joined by an
-    edge, or moves the tail of a group (ops whose values only it and the other group read) into
-    the group that consumes it: TVM fuses a reduction with the elementwise ops after it, and
-    when those ops feed a second reduction, moving them to it keeps their large result in
-    registers (sharpness's (x - mean)^2 before its mean). A step must keep the pairwise rules on
-    the edges it internalises, at most one many-to-many op per group, the anchor's inputs
-    private, convexity, and must not stack stencils (no more slice-read stencil sources than
-    the larger of the two parts had)."""
+    edge, or two siblings (_siblings), or moves the tail of a group (ops whose values only it
+    and the other group read) into the group that consumes it: TVM fuses a reduction with the
+    elementwise ops after it, and when those ops feed a second reduction, moving them to it
+    keeps their large result in registers (sharpness's (x - mean)^2 before its mean). A step
+    must keep the pairwise rules on the edges it internalises, at most one many-to-many op per
+    group (or row scans alike), the anchors' inputs private, convexity, and must not stack
+    stencils (no more slice-read stencil sources than the larger of the two parts had); the
+    plan after it must be acyclic."""
     while True:
         members: dict[int, int] = {}
         for v, g in enumerate(group_of):
             members[g] = members.get(g, 0) | (1 << v)
         current = cost(graph, group_of, model)
-        best = None
+        trials = []
         edges = {
             (i, j)
             for j, op in enumerate(graph.ops)
@@ -287,18 +295,25 @@ def _merge_down(graph: Graph, group_of: list[int], model: CostModel) -> list[int
         }
         pairs = {(group_of[i], group_of[j]) for i, j in edges} | _siblings(graph, group_of)
         for a, b in pairs:
-            trial = [a if g == b else g for g in group_of]
             if _step_ok(graph, members, a, b, members[b]):
-                best = _better(graph, model, trial, current, best)
+                trials.append([a if g == b else g for g in group_of])
         for i, j in edges:
             a, b = group_of[i], group_of[j]
             for tail in _tails(graph, members[a], members[b], i):
                 if _step_ok(graph, members, b, a, tail):
-                    trial = [b if tail >> v & 1 else g for v, g in enumerate(group_of)]
-                    best = _better(graph, model, trial, current, best)
-        if best is None:
+                    trials.append([b if tail >> v & 1 else g for v, g in enumerate(group_of)])
+        # The cheapest step that keeps the plan acyclic. Each group convex is not enough: group
+        # A may feed group B through one op while B feeds A through another (found by the
+        # random-DAG property test), a cycle no single group's convexity sees.
+        priced = sorted(
+            ((cost(graph, t, model), k) for k, t in enumerate(trials)), key=lambda p: p[0]
+        )
+        step = next(
+            (trials[k] for c, k in priced if c < current and acyclic(graph, trials[k])), None
+        )
+        if step is None:
             return group_of
-        group_of = best[1]
+        group_of = step
 
 
 def _siblings(graph: Graph, group_of: list[int]) -> set[tuple[int, int]]:
@@ -318,13 +333,6 @@ def _siblings(graph: Graph, group_of: list[int]) -> set[tuple[int, int]]:
             if group_of[i] != group_of[v]:
                 readers.setdefault(i, set()).add(group_of[v])
     return {(a, b) for groups in readers.values() for a in groups for b in groups if a < b}
-
-
-def _better(graph, model, trial, current, best):
-    c = cost(graph, trial, model)
-    if c < current and (best is None or c < best[0]):
-        return (c, trial)
-    return best
 
 
 def _step_ok(graph: Graph, members: dict[int, int], into: int, source: int, moved: int) -> bool:
@@ -419,8 +427,10 @@ def _exact(graph: Graph, model: CostModel) -> list[int]:
 
 
 def acyclic(graph: Graph, group_of: Sequence[int]) -> bool:
-    """Whether the plan's condensed graph (one node per group) has no cycle."""
-    edges = {(group_of[i], group_of[j]) for j, op in enumerate(graph.ops) for i in op.inputs}
+    """Whether the plan's condensed graph (one node per group) has no cycle (of a partial plan,
+    one that places the first len(group_of) ops, among those)."""
+    placed = graph.ops[: len(group_of)]
+    edges = {(group_of[i], group_of[j]) for j, op in enumerate(placed) for i in op.inputs}
     edges = {(a, b) for a, b in edges if a != b}
     remaining = set(group_of)
     while remaining:
