@@ -118,17 +118,16 @@ def _reduction(func: tvm.tirx.PrimFunc):
     return (reductions[0], list(sch.get(root).alloc_buffers)) if len(reductions) == 1 else None
 
 
-def _kernel_row_scan(func: tvm.tirx.PrimFunc) -> int:
-    """The rows a kernel's one reduction scans one at a time (tvm_schedules.row_scan), or 0."""
-    found = _reduction(func)
+def _row_scan_rows(found) -> int:
+    """The rows a kernel's one reduction (`_reduction`'s answer) scans one at a time
+    (tvm_schedules.row_scan), or 0."""
     scan = row_scan(found[0]) if found else None
     return scan[0] if scan else 0
 
 
-def _kernel_reduces_rows(func: tvm.tirx.PrimFunc) -> bool:
-    """Whether a kernel's one reduction reduces the trailing axes of one of its inputs and keeps
-    the leading ones (a mean along each row of an image)."""
-    found = _reduction(func)
+def _reduces_rows(found) -> bool:
+    """Whether a kernel's one reduction (`_reduction`'s answer) reduces the trailing axes of one
+    of its inputs and keeps the leading ones (a mean along each row of an image)."""
     if found is None:
         return False
     block, internal = found
@@ -201,7 +200,8 @@ def graph_of(mod: tvm.IRModule) -> tuple[list[F.Op], list[Binding]] | None:
             read = sum(_elements(a.ty) for a in _inputs(b.value))
             klass = classify(mod[b.callee], read, _elements(b.var.ty))
         producers = sorted({index[a] for a in _inputs(b.value) if a in index})
-        anchor = klass == M.MANY_TO_MANY
+        # The one reduction of a many-to-many kernel, looked at by both row tests below.
+        found = _reduction(mod[b.callee]) if klass == M.MANY_TO_MANY else None
         sources = {(a.name, _bytes(a.ty)) for a in _inputs(b.value) if a in params}
         ops.append(
             F.Op(
@@ -210,8 +210,8 @@ def graph_of(mod: tvm.IRModule) -> tuple[list[F.Op], list[Binding]] | None:
                 _bytes(b.var.ty),
                 tuple(producers),
                 b.var in outputs,
-                reduces_rows=anchor and _kernel_reduces_rows(mod[b.callee]),
-                row_scan=_kernel_row_scan(mod[b.callee]) if anchor else 0,
+                reduces_rows=_reduces_rows(found),
+                row_scan=_row_scan_rows(found),
                 sources=tuple(sorted(sources)),
             )
         )
