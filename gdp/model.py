@@ -1,5 +1,9 @@
 """A compiled gdp model: the front end's ONNX graph, a target, and one compiled executable per
-concrete input shape, made on first use and cached in memory and on disk."""
+concrete input shape, made on first use and cached in memory and on disk.
+
+Model holds the options and the specialisations, and runs. The stages that turn its graph into
+the backend's are gdp.rewrites.pipeline's; binding a call's arrays is gdp.signature's; the
+executables' memory and disk cache is gdp.runtime.cache's."""
 
 from __future__ import annotations
 
@@ -14,21 +18,17 @@ from typing import Any
 import numpy as np
 import onnx
 
-from gdp.errors import ExecutionError, InputError, OutputBufferError, TargetError
+from gdp.errors import ExecutionError, InputError, TargetError
 from gdp.frontend.common import IR_VERSION
-from gdp.rewrites import apply_rewrites, canonical_names, load_profile, specialize_shapes
-from gdp.rewrites.fp16 import ARITHMETICS, rupw2, to_fp16
+from gdp.rewrites import canonical_names, load_profile, pipeline
+from gdp.rewrites.fp16 import ARITHMETICS, rupw2
 from gdp.runtime import queue
 from gdp.runtime.backends import Executable, get_backend
-from gdp.runtime.cache import DiskCache, cache_key
+from gdp.runtime.cache import DiskCache, cache_key, obtain
 from gdp.runtime.profiling import Profile
 from gdp.runtime.targets import Target
-from gdp.signature import TensorSig, graph_inputs, graph_outputs
+from gdp.signature import TensorSig, bind_inputs, bind_outputs, graph_inputs, graph_outputs
 from gdp.version import __version__
-
-# Executables shared by every Model in the process, by cache key.
-_loaded: dict[str, tuple[Executable, dict]] = {}
-_loaded_lock = threading.Lock()
 
 
 @dataclass
@@ -240,112 +240,63 @@ class Model:
 
     def _build(self, shapes: dict[str, tuple], ranges: dict[str, tuple]) -> Specialization:
         backend = self._backend
-        graph = self._source
         fp16 = self.precision == "fp16"
-        if backend.static_shapes or fp16:  # fp16's range analysis needs every shape
-            try:
-                graph = specialize_shapes(graph, shapes)
-            except Exception as err:
-                raise InputError(f"the graph does not accept input shapes {shapes}: {err}") from err
-        names = (*backend.required_rewrites, *self.target.substitutions)
         profile = (
             load_profile(self.target.profile, self._cache.root) if self.target.profile else None
         )
-        graph, applied = apply_rewrites(graph, names, profile)
-        fp16_report = None
+        fp16_stage = None
         if fp16:
-            scaling = bool(self.options.get("fp16_scaling", True))
-            arithmetic = self.options.get(
-                "fp16_arithmetic", profile.fp16_arithmetic if profile else "fp16"
+            fp16_stage = pipeline.Fp16(
+                ranges,
+                scaling=bool(self.options.get("fp16_scaling", True)),
+                arithmetic=self.options.get(
+                    "fp16_arithmetic", profile.fp16_arithmetic if profile else "fp16"
+                ),
             )
-            graph, fp16_report = to_fp16(graph, ranges, scaling=scaling, arithmetic=arithmetic)
-        graph.ir_version = min(graph.ir_version, IR_VERSION)
-        # What the backend compiles with: the options, and the profile's fusion cost weights.
-        backend_options = dict(self.options)
-        if "fusion" in backend.options and profile is not None:
-            backend_options["fusion_cost"] = (profile.fusion_alpha, profile.fusion_beta)
+        prepared = pipeline.prepare(
+            self._source,
+            # fp16's range analysis needs every shape
+            shapes=shapes if backend.static_shapes or fp16 else None,
+            rewrites=(*backend.required_rewrites, *self.target.substitutions),
+            profile=profile,
+            fp16=fp16_stage,
+            max_ir_version=IR_VERSION,
+        )
+        graph = prepared.graph
         key = cache_key(
             # Conversions of one program differ in generated names: hash the canonical form.
             canonical_names(graph).SerializeToString(deterministic=True),
             self.target.name,
             backend.name,
             backend.fingerprint(),
-            json.dumps(backend_options, sort_keys=True, default=str),
+            json.dumps(self.options, sort_keys=True, default=str),
+            json.dumps(backend.profile_facts(profile), sort_keys=True),
             __version__,
         )
-        executable, meta, source, compile_s, load_s = self._obtain(key, graph, backend_options)
+        got = obtain(
+            self._cache, backend, key, lambda d: backend.compile(graph, d, self.options, profile)
+        )
         outputs = graph_outputs(graph)
         return Specialization(
             key=key,
-            executable=executable,
+            executable=got.executable,
             onnx=graph,
             outputs=outputs,
-            kernels=meta["kernels"],
-            fusion=meta.get("fusion"),
-            rewrites=applied,
-            source=source,
-            compile_s=compile_s,
-            load_s=load_s,
+            kernels=got.meta["kernels"],
+            fusion=got.meta.get("fusion"),
+            rewrites=prepared.rewrites,
+            source=got.source,
+            compile_s=got.compile_s,
+            load_s=got.load_s,
             output_index={s.name: i for i, s in enumerate(outputs)},
-            fp16=fp16_report,
+            fp16=prepared.fp16,
         )
-
-    def _obtain(self, key: str, graph: onnx.ModelProto, options: dict):
-        """The executable for `key`: from this process, else the disk cache, else compiled."""
-        with _loaded_lock:
-            hit = _loaded.get(key)
-        if hit is not None:
-            return hit[0], hit[1], "memory", 0.0, 0.0
-        backend = self._backend
-
-        def compile_into_cache():
-            t0 = time.perf_counter()
-            entry, meta = self._cache.store(key, lambda d: backend.compile(graph, d, options))
-            return entry, meta, time.perf_counter() - t0
-
-        with self._cache.lock(key):
-            found = self._cache.lookup(key)
-            if found is None:
-                entry, meta, compile_s = compile_into_cache()
-                source = "compiled"
-            else:
-                (entry, meta), compile_s, source = found, 0.0, "disk"
-            t0 = time.perf_counter()
-            try:
-                executable = backend.load(entry, meta)
-            except Exception:
-                if source == "compiled":
-                    raise
-                # Checksums matched but the library does not load (another toolchain wrote it):
-                # rebuild it rather than fail the caller.
-                self._cache.discard(key)
-                entry, meta, compile_s = compile_into_cache()
-                source = "compiled"
-                t0 = time.perf_counter()
-                executable = backend.load(entry, meta)
-            load_s = time.perf_counter() - t0
-        with _loaded_lock:
-            _loaded[key] = (executable, meta)
-        return executable, meta, source, compile_s, load_s
 
     # -- running ---------------------------------------------------------------------------
 
     def _bind(self, args: Sequence, kwargs: Mapping[str, Any]) -> list[np.ndarray]:
         """Inputs by position or name -> validated arrays in graph input order."""
-        names = self.input_names
-        if len(args) > len(names):
-            raise InputError(f"expected at most {len(names)} inputs {names}, got {len(args)}")
-        given: dict[str, Any] = dict(zip(names, args, strict=False))
-        for name, value in kwargs.items():
-            if name not in names:
-                raise InputError(f"unknown input {name!r}: expected one of {names}")
-            if name in given:
-                raise InputError(f"input {name!r} given twice (by position and by name)")
-            given[name] = value
-        missing = [n for n in names if n not in given]
-        if missing:
-            raise InputError(f"missing input(s) {missing}: the model takes {names}")
-        return [_check_input(sig, given[sig.name]) for sig in self.inputs]
+        return bind_inputs(self.inputs, args, kwargs)
 
     def submit(
         self,
@@ -373,7 +324,7 @@ class Model:
     ) -> queue.Task:
         shapes = {s.name: a.shape for s, a in zip(self.inputs, arrays, strict=True)}
         spec = self._specialization(shapes, self._ranges(arrays))
-        buffers = self._check_outputs(spec, outputs or {})
+        buffers = bind_outputs(spec.outputs, outputs or {})
         task = queue.Task(Profile(self.target.name) if profile else None)
         run = _Run(self.output_names, spec, arrays, buffers, task.profile)
         worker = queue.worker(self.target.name)
@@ -388,36 +339,6 @@ class Model:
             arrays = self._bind(args, kwargs)
         result = self._enqueue(arrays, None, profile=False, wait=True).result()
         return next(iter(result.values())) if len(result) == 1 else result
-
-    def _check_outputs(
-        self, spec: Specialization, outputs: Mapping[str, Any]
-    ) -> dict[str, np.ndarray]:
-        buffers: dict[str, np.ndarray] = {}
-        for name, buf in outputs.items():
-            if name not in spec.output_index:
-                raise OutputBufferError(
-                    f"unknown output {name!r}: expected one of {self.output_names}"
-                )
-            sig = spec.outputs[spec.output_index[name]]
-            if not isinstance(buf, np.ndarray):
-                raise OutputBufferError(
-                    f"output {name!r}: expected a numpy.ndarray to fill, got {type(buf).__name__}"
-                )
-            if buf.dtype != sig.dtype:
-                raise OutputBufferError(
-                    f"output {name!r}: expected dtype {sig.dtype.name}, got {buf.dtype.name}"
-                )
-            if not buf.flags.writeable:
-                raise OutputBufferError(f"output {name!r}: the array is read-only")
-            if not buf.flags.c_contiguous:
-                raise OutputBufferError(f"output {name!r}: expected a C-contiguous array")
-            view = _fit_shape(buf, sig.shape)
-            if view is None:
-                raise OutputBufferError(
-                    f"output {name!r}: expected shape {sig.describe()}, got {buf.shape}"
-                )
-            buffers[name] = view
-        return buffers
 
 
 class _Run:
@@ -448,37 +369,3 @@ class _Run:
         if self.profile is not None:
             self.profile.copy_out_s += time.perf_counter() - t0
         return out
-
-
-def _fit_shape(array: np.ndarray, shape: tuple[int | None, ...]) -> np.ndarray | None:
-    """`array` viewed with `shape`, or None. Free dims match anything; leading dims of size 1 may be
-    left out (GDPNPU's listing passes (2, 3) arrays to (1, 2, 3) inputs)."""
-    got = array.shape
-    if len(got) < len(shape):
-        lead = len(shape) - len(got)
-        if all(d == 1 for d in shape[:lead]):
-            shape_tail = shape[lead:]
-            if all(e is None or e == g for e, g in zip(shape_tail, got, strict=True)):
-                return array.reshape((1,) * lead + got)
-        return None
-    if len(got) == len(shape) and all(e is None or e == g for e, g in zip(shape, got, strict=True)):
-        return array
-    return None
-
-
-def _check_input(sig: TensorSig, value: Any) -> np.ndarray:
-    if not isinstance(value, np.ndarray):
-        if not hasattr(value, "__array__"):
-            raise InputError(
-                f"input {sig.name!r}: expected a numpy array {sig.describe()}, got "
-                f"{type(value).__name__}"
-            )
-        value = np.asarray(value)
-    if value.dtype != sig.dtype:
-        raise InputError(
-            f"input {sig.name!r}: expected dtype {sig.dtype.name}, got {value.dtype.name}"
-        )
-    fitted = _fit_shape(value, sig.shape)
-    if fitted is None:
-        raise InputError(f"input {sig.name!r}: expected shape {sig.describe()}, got {value.shape}")
-    return np.ascontiguousarray(fitted)

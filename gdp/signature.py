@@ -1,11 +1,17 @@
-"""The inputs and outputs of an ONNX graph as names, dtypes and shapes (None for a free dim)."""
+"""The inputs and outputs of an ONNX graph as names, dtypes and shapes (None for a free dim), and
+the binding of a call's arrays to them: inputs by position or name, output buffers by name, each
+checked against its signature."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
+
+from gdp.errors import InputError, OutputBufferError
 
 
 @dataclass(frozen=True)
@@ -41,3 +47,86 @@ def graph_inputs(model: onnx.ModelProto) -> list[TensorSig]:
 
 def graph_outputs(model: onnx.ModelProto) -> list[TensorSig]:
     return [_sig(v) for v in model.graph.output]
+
+
+def bind_inputs(sigs: Sequence[TensorSig], args: Sequence, kwargs: Mapping[str, Any]) -> list:
+    """Inputs by position or name -> validated arrays in graph input order."""
+    names = [s.name for s in sigs]
+    if len(args) > len(names):
+        raise InputError(f"expected at most {len(names)} inputs {names}, got {len(args)}")
+    given: dict[str, Any] = dict(zip(names, args, strict=False))
+    for name, value in kwargs.items():
+        if name not in names:
+            raise InputError(f"unknown input {name!r}: expected one of {names}")
+        if name in given:
+            raise InputError(f"input {name!r} given twice (by position and by name)")
+        given[name] = value
+    missing = [n for n in names if n not in given]
+    if missing:
+        raise InputError(f"missing input(s) {missing}: the model takes {names}")
+    return [check_input(sig, given[sig.name]) for sig in sigs]
+
+
+def bind_outputs(sigs: Sequence[TensorSig], outputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Output buffers by name -> validated arrays viewed with their output's shape."""
+    index = {s.name: s for s in sigs}
+    buffers: dict[str, np.ndarray] = {}
+    for name, buf in outputs.items():
+        if name not in index:
+            raise OutputBufferError(
+                f"unknown output {name!r}: expected one of {[s.name for s in sigs]}"
+            )
+        sig = index[name]
+        if not isinstance(buf, np.ndarray):
+            raise OutputBufferError(
+                f"output {name!r}: expected a numpy.ndarray to fill, got {type(buf).__name__}"
+            )
+        if buf.dtype != sig.dtype:
+            raise OutputBufferError(
+                f"output {name!r}: expected dtype {sig.dtype.name}, got {buf.dtype.name}"
+            )
+        if not buf.flags.writeable:
+            raise OutputBufferError(f"output {name!r}: the array is read-only")
+        if not buf.flags.c_contiguous:
+            raise OutputBufferError(f"output {name!r}: expected a C-contiguous array")
+        view = fit_shape(buf, sig.shape)
+        if view is None:
+            raise OutputBufferError(
+                f"output {name!r}: expected shape {sig.describe()}, got {buf.shape}"
+            )
+        buffers[name] = view
+    return buffers
+
+
+def fit_shape(array: np.ndarray, shape: tuple[int | None, ...]) -> np.ndarray | None:
+    """`array` viewed with `shape`, or None. Free dims match anything; leading dims of size 1 may be
+    left out (GDPNPU's listing passes (2, 3) arrays to (1, 2, 3) inputs)."""
+    got = array.shape
+    if len(got) < len(shape):
+        lead = len(shape) - len(got)
+        if all(d == 1 for d in shape[:lead]):
+            shape_tail = shape[lead:]
+            if all(e is None or e == g for e, g in zip(shape_tail, got, strict=True)):
+                return array.reshape((1,) * lead + got)
+        return None
+    if len(got) == len(shape) and all(e is None or e == g for e, g in zip(shape, got, strict=True)):
+        return array
+    return None
+
+
+def check_input(sig: TensorSig, value: Any) -> np.ndarray:
+    if not isinstance(value, np.ndarray):
+        if not hasattr(value, "__array__"):
+            raise InputError(
+                f"input {sig.name!r}: expected a numpy array {sig.describe()}, got "
+                f"{type(value).__name__}"
+            )
+        value = np.asarray(value)
+    if value.dtype != sig.dtype:
+        raise InputError(
+            f"input {sig.name!r}: expected dtype {sig.dtype.name}, got {value.dtype.name}"
+        )
+    fitted = fit_shape(value, sig.shape)
+    if fitted is None:
+        raise InputError(f"input {sig.name!r}: expected shape {sig.describe()}, got {value.shape}")
+    return np.ascontiguousarray(fitted)

@@ -1,4 +1,4 @@
-"""Compiled models, cached in memory and on disk.
+"""Compiled models, cached in memory (one executable per key in the process) and on disk.
 
 An entry is a directory named by its key, holding the backend's files and a manifest.json (written
 last) with each file's size and SHA-256. An entry is built in a private temporary directory and
@@ -15,9 +15,13 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+
+from gdp.runtime.backends.base import Backend, Executable
 
 MANIFEST = "manifest.json"
 FORMAT = 1
@@ -131,3 +135,56 @@ class DiskCache:
         with contextlib.suppress(OSError):  # another process discarded it first
             os.rename(entry, trash / key)
         shutil.rmtree(trash, ignore_errors=True)
+
+
+# Executables shared by every model in the process, by cache key.
+_loaded: dict[str, tuple[Executable, dict]] = {}
+_loaded_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Obtained:
+    executable: Executable
+    meta: dict  # what the backend's compile() returned
+    source: str  # "compiled", "disk" (loaded from the disk cache) or "memory"
+    compile_s: float = 0.0
+    load_s: float = 0.0
+
+
+def obtain(cache: DiskCache, backend: Backend, key: str, compile_into: Callable) -> Obtained:
+    """The executable for `key`: from this process, else the disk cache, else compiled by
+    `compile_into(directory) -> meta` into a new entry, loaded by `backend`."""
+    with _loaded_lock:
+        hit = _loaded.get(key)
+    if hit is not None:
+        return Obtained(hit[0], hit[1], "memory")
+
+    def compile_into_cache():
+        t0 = time.perf_counter()
+        entry, meta = cache.store(key, compile_into)
+        return entry, meta, time.perf_counter() - t0
+
+    with cache.lock(key):
+        found = cache.lookup(key)
+        if found is None:
+            entry, meta, compile_s = compile_into_cache()
+            source = "compiled"
+        else:
+            (entry, meta), compile_s, source = found, 0.0, "disk"
+        t0 = time.perf_counter()
+        try:
+            executable = backend.load(entry, meta)
+        except Exception:
+            if source == "compiled":
+                raise
+            # Checksums matched but the library does not load (another toolchain wrote it):
+            # rebuild it rather than fail the caller.
+            cache.discard(key)
+            entry, meta, compile_s = compile_into_cache()
+            source = "compiled"
+            t0 = time.perf_counter()
+            executable = backend.load(entry, meta)
+        load_s = time.perf_counter() - t0
+    with _loaded_lock:
+        _loaded[key] = (executable, meta)
+    return Obtained(executable, meta, source, compile_s, load_s)

@@ -23,11 +23,11 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from gdp.runtime.backends import acl_runtime
-from gdp.runtime.backends.ascend import AscendBackend, parse_npu_smi
-from gdp.runtime.backends.ascend_export import export
-from gdp.runtime.backends.cann_onnx_ops import CANN_ONNX_OPS
-from gdp.runtime.backends.tvm_llvm import TvmLlvmBackend
+from gdp.runtime.backends.ascend import acl_runtime
+from gdp.runtime.backends.ascend.backend import AscendBackend, parse_npu_smi
+from gdp.runtime.backends.ascend.cann_onnx_ops import CANN_ONNX_OPS
+from gdp.runtime.backends.ascend.export import export
+from gdp.runtime.backends.tvm.llvm import TvmLlvmBackend
 
 import gdp
 from gdp.errors import CompileError, DeviceError, TargetError, UnsupportedOpError
@@ -125,7 +125,7 @@ def test_export_refuses_what_atc_cannot_take():
 
 
 def test_npu_and_emulator_take_the_same_rewrites():
-    from gdp.runtime.backends.npu_emulate import NpuEmulateBackend
+    from gdp.runtime.backends.ascend.npu_emulate import NpuEmulateBackend
 
     assert NpuEmulateBackend.required_rewrites == AscendBackend.required_rewrites
     assert set(TvmLlvmBackend.required_rewrites) <= set(AscendBackend.required_rewrites)

@@ -12,7 +12,7 @@ import onnx
 import pytest
 
 import gdp
-import gdp.model
+import gdp.runtime.cache
 from tests.models import affine, affine_oracle
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,7 +73,7 @@ def _entry(cache: Path) -> Path:
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "manifest", "missing"])
 def test_damaged_entry_is_rebuilt_not_loaded(tmp_path, damage, monkeypatch):
-    monkeypatch.setattr(gdp.model, "_loaded", {})  # loaded code is shared by cache key
+    monkeypatch.setattr(gdp.runtime.cache, "_loaded", {})  # loaded code is shared by cache key
     cache = tmp_path / "cache"
     proto = affine((3, 4, 3), scale=3.0)
     x = np.random.default_rng(0).random((3, 4, 3), np.float32)
@@ -94,7 +94,7 @@ def test_damaged_entry_is_rebuilt_not_loaded(tmp_path, damage, monkeypatch):
     else:
         library.unlink()
     # Forget the in-process copy, as a new process would not have it.
-    monkeypatch.setattr(gdp.model, "_loaded", {})
+    monkeypatch.setattr(gdp.runtime.cache, "_loaded", {})
     again = gdp.compile(proto, cache_dir=cache)
     assert again.report()["cache"] == "compiled"
     np.testing.assert_array_equal(again(x), affine_oracle(x, scale=3.0))
@@ -128,7 +128,7 @@ def test_tf_function_hits_the_cache_from_a_new_process(tmp_path):
 
 
 def test_unwritable_cache_dir_compiles_without_caching(tmp_path, monkeypatch):
-    monkeypatch.setattr(gdp.model, "_loaded", {})
+    monkeypatch.setattr(gdp.runtime.cache, "_loaded", {})
     blocker = tmp_path / "file"
     blocker.write_text("a file where the cache directory should go")
     with pytest.warns(RuntimeWarning, match="not writable"):
@@ -141,11 +141,11 @@ def test_entry_that_will_not_load_is_rebuilt(tmp_path, monkeypatch):
     """Checksums match but the library does not load (say, another toolchain wrote it)."""
     from gdp.runtime.backends import get_backend
 
-    monkeypatch.setattr(gdp.model, "_loaded", {})
+    monkeypatch.setattr(gdp.runtime.cache, "_loaded", {})
     cache = tmp_path / "cache"
     proto = affine((2, 2, 3), scale=5.0)
     gdp.compile(proto, cache_dir=cache)
-    monkeypatch.setattr(gdp.model, "_loaded", {})
+    monkeypatch.setattr(gdp.runtime.cache, "_loaded", {})
     backend = get_backend("tvm-llvm")
     real_load, calls = backend.load, []
 

@@ -1,5 +1,5 @@
 """Fusion planning (gdp.rewrites.fusion) and its application in the TVM backend
-(runtime/backends/tvm_fusion.py), against TVM's own FuseOps as the baseline and NumPy/onnxruntime
+(runtime/backends/tvm/fusion.py), against TVM's own FuseOps as the baseline and NumPy/onnxruntime
 as the oracle of the numbers."""
 
 from __future__ import annotations
@@ -9,14 +9,19 @@ import onnx
 import pytest
 import tvm
 from gdp.ops import mapping as M
-from gdp.rewrites import fusion as F
-from gdp.runtime.backends import tvm_fusion as T
+from gdp.runtime import fusion as F
+from gdp.runtime.backends.tvm import fusion as T
+from gdp.runtime.backends.tvm import llvm_schedules
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 from tvm import relax
 
 import gdp
+
+# The planner's tests run under the cpu backend's kernel rules, what its schedules run as one
+# kernel (the expected plans below are the cpu's).
+CPU = llvm_schedules.KERNEL_RULES
 
 
 def legalized(mod: tvm.IRModule) -> tvm.IRModule:
@@ -58,9 +63,9 @@ def main_calls(mod: tvm.IRModule) -> list:
 
 def test_tvm_fuseops_example_is_one_kernel_with_x_w_and_the_constant():
     mod = fuseops_example()
-    ops, bindings = T.graph_of(mod)
+    ops, bindings = T.graph_of(mod, llvm_schedules)
     assert [o.klass for o in ops] == [M.MANY_TO_MANY] + [M.ONE_TO_ONE] * 4
-    fused, report = T.fuse(mod, "gdp", F.CostModel())
+    fused, report = T.fuse(mod, "gdp", F.CostModel(), llvm_schedules)
     assert report["groups"] == 1 and report["boundary_bytes"] == 0
     fused = relax.transform.FuseTIR()(fused)
     kernels = [gv for gv, f in fused.functions.items() if isinstance(f, tvm.tirx.PrimFunc)]
@@ -136,10 +141,10 @@ def test_a_diamond_never_yields_a_cycle():
         F.Op("c", M.NOT_FUSABLE, 100, (0,)),
         F.Op("d", M.ONE_TO_ONE, 100, (1, 2), is_output=True),
     ]
-    graph = F.Graph(ops)
+    graph = F.Graph(ops, CPU)
     assert not F.is_legal(graph, [0, 0, 1, 0])
     for baseline in (None, [0, 1, 2, 3]):
-        plan = F.plan(ops, F.CostModel(), baseline)
+        plan = F.plan(ops, CPU, F.CostModel(), baseline)
         assert F.is_legal(graph, plan)
         assert not (plan[0] == plan[3] and plan[2] != plan[0])
 
@@ -157,8 +162,8 @@ def test_an_elementwise_tail_moves_from_one_reduction_to_the_next():
         F.Op("square_row_means", M.MANY_TO_MANY, 40, (4,), is_output=True),
     ]
     tvm_like = [0, 1, 2, 2, 2, 3]
-    graph = F.Graph(ops)
-    plan = F.plan(ops, F.CostModel(), tvm_like)
+    graph = F.Graph(ops, CPU)
+    plan = F.plan(ops, CPU, F.CostModel(), tvm_like)
     assert plan[3] == plan[4] == plan[5] != plan[2]
     assert F.is_legal(graph, plan) and F.acyclic(graph, plan)
     assert graph.boundary_bytes(plan) == 2 * 800 + 40 + 4  # x read twice, the two means
@@ -175,9 +180,9 @@ def test_a_row_reduction_joins_the_stencil_whose_image_also_leaves_the_kernel():
             F.Op("row_means", M.MANY_TO_MANY, 40, (0,), reduces_rows=reduces_rows),
             F.Op("later", M.NOT_FUSABLE, 800, (0, 1), is_output=True),
         ]
-        plan = F.plan(ops, F.CostModel(), [0, 1, 2])
+        plan = F.plan(ops, CPU, F.CostModel(), [0, 1, 2])
         assert (plan[0] == plan[1]) is fused
-        assert F.is_legal(F.Graph(ops), plan)
+        assert F.is_legal(F.Graph(ops, CPU), plan)
 
 
 IMAGES = (("images", 1000),)
@@ -201,10 +206,10 @@ def test_sibling_row_scans_of_one_input_share_a_kernel():
     kernels). gdp merges the siblings, whose reductions its schedule runs in one pass over the
     rows: the images are read once."""
     ops = batch_statistics()
-    graph = F.Graph(ops)
+    graph = F.Graph(ops, CPU)
     tvm_like = [0, 0, 1, 2, 3]
     assert graph.reread_bytes(tvm_like) == 2 * 1000
-    plan = F.plan(ops, F.CostModel(), tvm_like)
+    plan = F.plan(ops, CPU, F.CostModel(), tvm_like)
     assert plan[0] == plan[1] == plan[2] == plan[3]
     assert graph.reread_bytes(plan) == 0
     assert F.is_legal(graph, plan) and F.acyclic(graph, plan)
@@ -218,9 +223,9 @@ def test_sibling_row_scans_of_one_input_share_a_kernel():
     ],
 )
 def test_siblings_merge_only_where_one_pass_runs_them(ops, why):
-    plan = F.plan(ops, F.CostModel(), [0, 0, 1, 2, 3])
+    plan = F.plan(ops, CPU, F.CostModel(), [0, 0, 1, 2, 3])
     assert plan[1] != plan[2] or plan[1] != plan[3], why
-    assert F.is_legal(F.Graph(ops), plan)
+    assert F.is_legal(F.Graph(ops, CPU), plan)
 
 
 def test_siblings_joined_through_an_outside_op_are_not_merged():
@@ -232,9 +237,9 @@ def test_siblings_joined_through_an_outside_op_are_not_merged():
         F.Op("shifted", M.ONE_TO_ONE, 1000, (1,), sources=IMAGES),
         F.Op("max", M.MANY_TO_MANY, 3, (2,), row_scan=80, is_output=True),
     ]
-    graph = F.Graph(ops)
+    graph = F.Graph(ops, CPU)
     assert not F.is_legal(graph, [0, 1, 2, 0])
-    plan = F.plan(ops, F.CostModel(), [0, 1, 2, 3])
+    plan = F.plan(ops, CPU, F.CostModel(), [0, 1, 2, 3])
     assert plan[0] != plan[3] and F.acyclic(graph, plan) and F.is_legal(graph, plan)
 
 
@@ -249,10 +254,10 @@ def test_two_convex_groups_that_feed_each_other_are_never_formed():
         F.Op("d", M.ONE_TO_ONE, 400, (0, 1)),
         F.Op("e", M.ONE_TO_ONE, 500, (0, 2), is_output=True, sources=IMAGES),
     ]
-    graph = F.Graph(ops)
+    graph = F.Graph(ops, CPU)
     cyclic = [0, 1, 1, 1, 0]
     assert F.is_legal(graph, cyclic) and not F.acyclic(graph, cyclic)
-    plan = F.plan(ops, F.CostModel(alpha=1.0, beta=0.5), list(range(len(ops))))
+    plan = F.plan(ops, CPU, F.CostModel(alpha=1.0, beta=0.5), list(range(len(ops))))
     assert F.acyclic(graph, plan) and F.is_legal(graph, plan)
 
 
@@ -287,14 +292,14 @@ def test_plans_with_siblings_stay_legal_acyclic_and_cost_no_more_than_the_start(
                 sources=IMAGES if reads or not producers else (),
             )
         )
-    graph = F.Graph(ops)
+    graph = F.Graph(ops, CPU)
     model = F.CostModel(alpha=1.0, beta=0.5)
     start = list(range(len(ops)))
-    plan = F.plan(ops, model, start)
+    plan = F.plan(ops, CPU, model, start)
     assert len(plan) == len(ops)
     assert F.acyclic(graph, plan) and F.is_legal(graph, plan)
     assert F.cost(graph, plan, model) <= F.cost(graph, start, model)
-    searched = F.plan(ops, model)  # from scratch: exact below EXACT_LIMIT ops
+    searched = F.plan(ops, CPU, model)  # from scratch: exact below EXACT_LIMIT ops
     assert F.acyclic(graph, searched) and F.is_legal(graph, searched)
 
 
@@ -387,16 +392,16 @@ def relax_dag(spec: list[tuple[str, int, int]]) -> tvm.IRModule:
 )
 def test_plans_cover_every_op_once_stay_acyclic_and_cost_no_more_than_tvms(spec):
     mod = relax_dag(spec)
-    ops, bindings = T.graph_of(mod)
-    graph = F.Graph(ops)
+    ops, bindings = T.graph_of(mod, llvm_schedules)
+    graph = F.Graph(ops, CPU)
     tvm_plan = T.tvm_plan(mod, bindings)
     model = F.CostModel(alpha=1.0, beta=0.5)
-    for plan in (F.plan(ops, model, tvm_plan), F.plan(ops, model)):
+    for plan in (F.plan(ops, CPU, model, tvm_plan), F.plan(ops, CPU, model)):
         assert len(plan) == len(ops)  # every op in exactly one group
         assert F.acyclic(graph, plan)
-    refined = F.plan(ops, model, tvm_plan)
+    refined = F.plan(ops, CPU, model, tvm_plan)
     assert F.cost(graph, refined, model) <= F.cost(graph, tvm_plan, model)
-    assert F.is_legal(graph, F.plan(ops, model))
+    assert F.is_legal(graph, F.plan(ops, CPU, model))
 
 
 def test_the_fusion_option_is_checked(tmp_path):

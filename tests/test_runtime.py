@@ -135,7 +135,7 @@ def test_cpu_converts_float_to_int_in_one_step_and_matches_numpy():
     turns it back into one conversion (ONNX leaves out-of-range casts undefined). In-range
     values convert as NumPy converts them (toward zero)."""
     import onnx
-    from gdp.runtime.backends.tvm_llvm import _plain_float_to_int
+    from gdp.runtime.backends.tvm.relax_import import PlainFloatToInt
     from onnx import TensorProto, helper
     from tvm.relax.frontend.onnx import from_onnx
 
@@ -148,7 +148,7 @@ def test_cpu_converts_float_to_int_in_one_step_and_matches_numpy():
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(model)
-    main = _plain_float_to_int(from_onnx(model)["main"])
+    main = PlainFloatToInt()(from_onnx(model))["main"]
     script = main.script()
     assert "floor_mod" not in script and "bitwise_and" not in script and "isfinite" not in script
     x = np.linspace(0.0, 127.9, 20, dtype=np.float32).reshape(4, 5)
@@ -173,7 +173,7 @@ def _misaligned(array: np.ndarray, offset: int) -> np.ndarray:
 def test_inputs_off_64_byte_boundaries_run_in_place_and_match_numpy(model, offset):
     """numpy aligns large arrays to 16 bytes, TVM declares 64: the cpu kernels are compiled to
     assume only element alignment, so such an input is handed over without a copy."""
-    from gdp.runtime.backends.tvm_llvm import TvmExecutable
+    from gdp.runtime.backends.tvm.executable import TvmExecutable
 
     x = _misaligned(np.random.default_rng(offset).random((64, 48, 3), np.float32), offset)
     np.testing.assert_array_equal(model(x), affine_oracle(x))
@@ -207,7 +207,7 @@ def test_cpu_kernels_use_one_thread_per_core_unless_the_user_says(preset, tmp_pa
     import subprocess
     import sys
 
-    from gdp.runtime.backends.tvm_llvm import physical_cores
+    from gdp.runtime.backends.tvm.llvm import physical_cores
 
     script = (
         "import numpy as np, tvm_ffi, gdp\n"

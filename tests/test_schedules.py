@@ -1,4 +1,4 @@
-"""gdp's CPU schedules (runtime/backends/tvm_schedules.py) on kernels that gdp's fusion plans
+"""gdp's CPU schedules (runtime/backends/tvm/llvm_schedules.py) on kernels that gdp's fusion plans
 form and TVM's do not: several outputs, a short reduction and stacked stencils in one kernel.
 The numbers are checked against NumPy."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import tvm
-from gdp.runtime.backends import tvm_schedules as S
+from gdp.runtime.backends.tvm import llvm_schedules as S
 from tvm import te
 
 H, W = 64, 48

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import importlib
 
-from gdp.runtime.backends.base import Backend, Executable
+from gdp.runtime.backends.base import Backend, CostProfile, Executable
 
 from gdp.errors import TargetError
 
-__all__ = ["BACKENDS", "Backend", "Executable", "get_backend"]
+__all__ = ["BACKENDS", "Backend", "CostProfile", "Executable", "get_backend"]
 
 # backend name -> "module:class"
 BACKENDS: dict[str, str] = {
-    "tvm-llvm": "gdp.runtime.backends.tvm_llvm:TvmLlvmBackend",
+    "tvm-llvm": "gdp.runtime.backends.tvm.llvm:TvmLlvmBackend",
     "onnxruntime": "gdp.runtime.backends.onnxruntime:OnnxRuntimeBackend",
-    "ascend": "gdp.runtime.backends.ascend:AscendBackend",
-    "npu-emulate": "gdp.runtime.backends.npu_emulate:NpuEmulateBackend",
+    "ascend": "gdp.runtime.backends.ascend.backend:AscendBackend",
+    "npu-emulate": "gdp.runtime.backends.ascend.npu_emulate:NpuEmulateBackend",
 }
 _instances: dict[str, Backend] = {}
 

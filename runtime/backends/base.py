@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import onnx
@@ -21,6 +22,15 @@ class Executable(ABC):
         """
 
 
+class CostProfile(Protocol):
+    """What a backend may read of the target's cost profile (gdp.rewrites.profiles.CostProfile),
+    handed to it directly by compile()."""
+
+    target: str
+    fusion_alpha: float  # per byte crossing a kernel boundary (the fusion plan's cost)
+    fusion_beta: float  # per unit of variance of the kernels' op counts
+
+
 class Backend(ABC):
     name: str
     # True: one compiled model per concrete input shape (TVM, ATC); False: one for all shapes.
@@ -34,9 +44,17 @@ class Backend(ABC):
     def fingerprint(self) -> str:
         """Everything about the toolchain and device that changes compiled code (cache key)."""
 
+    def profile_facts(self, profile: CostProfile | None) -> dict:
+        """What of the target's cost profile compile() reads, JSON-able: part of the cache key, so
+        that a recalibrated profile rebuilds only the backends whose code it changes."""
+        return {}
+
     @abstractmethod
-    def compile(self, model: onnx.ModelProto, outdir: Path, options: dict) -> dict:
-        """Compile `model` into files under `outdir`; return JSON-able metadata for load()."""
+    def compile(
+        self, model: onnx.ModelProto, outdir: Path, options: dict, profile: CostProfile | None
+    ) -> dict:
+        """Compile `model` into files under `outdir` with the backend's `options` and the target's
+        cost `profile` (None for a target without one); return JSON-able metadata for load()."""
 
     @abstractmethod
     def load(self, artifact_dir: Path, meta: dict) -> Executable:

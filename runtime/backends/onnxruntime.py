@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
-from gdp.runtime.backends.base import Backend, Executable
+from gdp.runtime.backends.base import Backend, CostProfile, Executable
 from gdp.runtime.profiling import Profile
 
 from gdp.errors import CompileError
@@ -44,7 +44,9 @@ class OnnxRuntimeBackend(Backend):
     def fingerprint(self) -> str:
         return f"onnxruntime-{ort.__version__}-cpu"
 
-    def compile(self, model: onnx.ModelProto, outdir: Path, options: dict) -> dict:
+    def compile(
+        self, model: onnx.ModelProto, outdir: Path, options: dict, profile: CostProfile | None
+    ) -> dict:
         path = outdir / "model.onnx"
         onnx.save(model, path)
         try:  # build a session once now so a graph onnxruntime rejects fails at compile time

@@ -1,6 +1,6 @@
 """CANN's ONNX operator list, as data: each ai.onnx operator ATC's ONNX parser takes, with the
 opsets it is registered for (lowest, highest). gdp checks every exported npu graph against it
-(gdp.runtime.backends.ascend_export).
+(gdp.runtime.backends.ascend.export).
 
 Source: the ATC parser plugins' registrations (`OriginOpType("ai.onnx::<opset>::<Op>")` in
 hicann/ops-math and hicann/ops-nn, 2026), which match the per-op pages of CANN 7.0+'s "supported

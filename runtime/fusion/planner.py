@@ -1,16 +1,20 @@
 """Fusion planning: which ops of a graph run as one kernel (the fusion sources' mapping-type
-fusion, [000] in shared/reference/fusion-sources.md, with its holes fixed).
+fusion, [000] in shared/reference/fusion-sources.md, with its holes fixed). Target-neutral: what
+one kernel may hold beyond the class rules is the backend's to say (KernelRules, published by its
+schedule module and passed in).
 
 The planner works on an abstract DAG: each op has a mapping class (gdp.ops.mapping) and the bytes
 of its output. A plan assigns every op to one group; a group is legal when
 - every edge inside it is allowed by the class rules (gdp.ops.mapping.may_fuse; one-to-one fuses
   both ways, which the paper's table omits although its own conv -> bias_add -> relu needs it),
-- it holds at most one many-to-many op, or several reductions that each scan one input row
-  by row over rows of one count (Op.row_scan), and no not-fusable op beside others, and the
-  ops feeding its many-to-many ops are read only inside it (gdp's schedules store a
-  reduction's input on the way only where the reduction reduces rows, computed per row strip),
-- a step does not stack stencils written with slices (values read through several shifted
-  views) beyond what one of its parts held,
+- it holds no not-fusable op beside others,
+- it holds what the backend's kernel rules allow: at most `many_to_many` many-to-many ops, or
+  (with `row_scans_share`) several reductions that each scan one input row by row over rows of
+  one count (Op.row_scan); with `private_anchor_inputs`, the ops feeding its many-to-many ops
+  are read only inside it, except (with `row_reductions_store_inputs`) where the op reduces rows
+  (a row-strip schedule stores a reduction's input on the way, computed per strip); without
+  `stack_slice_stencils`, a step does not stack stencils written with slices (values read
+  through several shifted views) beyond what one of its parts held,
 - it is convex: no path leaves it and comes back (the paper's {4,5,6,9} without 8 would make a
   cycle group -> 8 -> group), and connected, except for siblings (below).
 Values read outside their group are materialised (the group's outputs).
@@ -21,12 +25,12 @@ counts only the first term), alpha and beta from the target's profile.
 
 Search, given a baseline plan (TVM's): best-first steps from it while the cost falls, each
 merging two groups joined by an edge, merging two sibling groups (no edge between them, one
-value read by both, each holding a row scan: one pass then reads it once), or moving a group's
-private tail into the group that consumes it. Without one: ops are placed in topological order,
-each into a new group, or into the group of one of its producers, or into the union of all its
-producers' groups, when that stays legal; graphs of up to EXACT_LIMIT ops are searched
-exhaustively (branch and bound on the partial cost), larger ones greedily (each op where it
-saves the most bytes).
+value read by both, each holding a row scan: one pass then reads it once; only where the rules
+let row scans share a kernel), or moving a group's private tail into the group that consumes it.
+Without one: ops are placed in topological order, each into a new group, or into the group of one
+of its producers, or into the union of all its producers' groups, when that stays legal; graphs
+of up to EXACT_LIMIT ops are searched exhaustively (branch and bound on the partial cost), larger
+ones greedily (each op where it saves the most bytes).
 """
 
 from __future__ import annotations
@@ -60,16 +64,39 @@ class Op:
 
 
 @dataclass(frozen=True)
+class KernelRules:
+    """What one kernel of a backend may hold beyond the class rules: each backend's schedule
+    module publishes its own (the cpu's: runtime/backends/tvm/llvm_schedules.py), since what
+    runs well as one kernel depends on how the backend schedules it."""
+
+    # Many-to-many ops (reductions, convolutions) one kernel may hold.
+    many_to_many: int = 1
+    # Whether several reductions that each scan one input row by row, over rows of one count
+    # (Op.row_scan), may share a kernel beyond `many_to_many` (one pass reads the rows for all).
+    row_scans_share: bool = False
+    # Whether the ops feeding a many-to-many op must be read only inside its kernel (a kernel
+    # that reduces and also stores an intermediate of its input may run slower than two).
+    private_anchor_inputs: bool = True
+    # With private_anchor_inputs: except where the op reduces rows (Op.reduces_rows), which a
+    # row-strip schedule computes beside the rows it stores.
+    row_reductions_store_inputs: bool = False
+    # Whether a step may stack stencils written with slices beyond what one of its parts held.
+    stack_slice_stencils: bool = False
+
+
+@dataclass(frozen=True)
 class CostModel:
     alpha: float = 1.0  # per byte crossing a group boundary
     beta: float = 0.0  # per unit of variance of the group sizes
 
 
 class Graph:
-    """The DAG's derived facts: consumers, and ancestors as bit sets."""
+    """The DAG's derived facts (consumers, and ancestors as bit sets), and the backend's rules
+    for what one kernel may hold."""
 
-    def __init__(self, ops: Sequence[Op]) -> None:
+    def __init__(self, ops: Sequence[Op], rules: KernelRules) -> None:
         self.ops = list(ops)
+        self.rules = rules
         n = len(self.ops)
         self.consumers: list[list[int]] = [[] for _ in range(n)]
         self.ancestors: list[int] = [0] * n  # bit i set: op i reaches this op
@@ -119,21 +146,22 @@ def legal_join(graph: Graph, members: int, v: int) -> bool:
 
 
 def group_ok(graph: Graph, members: int, part: int | None = None, stencils: int = 1) -> bool:
-    """The whole group's legality: no not-fusable op beside others, at most one many-to-many op
-    whose feeding ops are read only inside, at most `stencils` slice-read stencil sources, the
-    class rules on its edges, convex. With `part` (one of two groups being merged), only the
-    edges between `part` and the rest are checked: each side's own edges were accepted before
-    (a baseline's groups may hold edges gdp's rules would not form)."""
-    ops = graph.ops
+    """The whole group's legality: no not-fusable op beside others, the many-to-many ops the
+    kernel rules allow, their feeding ops read only inside where the rules say so, at most
+    `stencils` slice-read stencil sources (unless the rules stack them), the class rules on its
+    edges, convex. With `part` (one of two groups being merged), only the edges between `part`
+    and the rest are checked: each side's own edges were accepted before (a baseline's groups
+    may hold edges gdp's rules would not form)."""
+    ops, rules = graph.ops, graph.rules
     group = [i for i in range(len(ops)) if members >> i & 1]
     if len(group) > 1 and any(ops[i].klass == M.NOT_FUSABLE for i in group):
         return False
     anchors = [a for a in group if ops[a].klass == M.MANY_TO_MANY]
-    if len(anchors) > 1 and not _row_scans_alike(graph, anchors):
+    if len(anchors) > rules.many_to_many and not _row_scans_alike(graph, anchors):
         return False
     if not all(_inputs_private(graph, members, a) for a in anchors):
         return False
-    if _stencil_sources(graph, members) > stencils:
+    if not rules.stack_slice_stencils and _stencil_sources(graph, members) > stencils:
         return False
     for j in group:
         for i in ops[j].inputs:
@@ -179,8 +207,12 @@ def _inputs_private(graph: Graph, members: int, anchor: int) -> bool:
     a kernel that reduces (or convolves) and also stores one of its inputs' intermediates runs
     far slower under gdp's schedules than the two kernels apart (measured on sharpness), except
     where the anchor reduces rows: then the kernel runs as row strips, each storing its rows
-    and reducing them while they are in cache."""
-    if graph.ops[anchor].reduces_rows:
+    and reducing them while they are in cache. Always true where the kernel rules do not ask
+    for private inputs."""
+    rules = graph.rules
+    if not rules.private_anchor_inputs:
+        return True
+    if rules.row_reductions_store_inputs and graph.ops[anchor].reduces_rows:
         return True
     feeding = graph.ancestors[anchor] & members
     return all(
@@ -190,7 +222,10 @@ def _inputs_private(graph: Graph, members: int, anchor: int) -> bool:
 
 def _row_scans_alike(graph: Graph, anchors: list[int]) -> bool:
     """Whether several many-to-many ops may share a kernel: all reductions computed one row at a
-    time over rows of one count, which gdp's schedule runs under one loop over the rows."""
+    time over rows of one count, which gdp's cpu schedule runs under one loop over the rows,
+    where the kernel rules let row scans share a kernel."""
+    if not graph.rules.row_scans_share:
+        return False
     scans = {graph.ops[a].row_scan for a in anchors}
     return len(scans) == 1 and 0 not in scans
 
@@ -256,15 +291,19 @@ def _partial_bytes(graph: Graph, group_of: list[int]) -> int:
 
 
 def plan(
-    ops: Sequence[Op], model: CostModel | None = None, baseline: Sequence[int] | None = None
+    ops: Sequence[Op],
+    rules: KernelRules,
+    model: CostModel | None = None,
+    baseline: Sequence[int] | None = None,
 ) -> list[int]:
-    """The fusion plan: a group id per op (groups numbered in order of first op).
+    """The fusion plan: a group id per op (groups numbered in order of first op), each group a
+    kernel the backend's `rules` allow.
 
     With a baseline (TVM's plan), the plan starts from it and steps while a step is legal and
     lowers the cost: never more bytes across kernel boundaries than the baseline, and kernels of
-    the shapes gdp's schedules are tuned for. Without one, it searches from scratch."""
+    the shapes the backend's schedules are tuned for. Without one, it searches from scratch."""
     model = model or CostModel()
-    graph = Graph(ops)
+    graph = Graph(ops, rules)
     if baseline is not None:
         return _renumber(_merge_down(graph, list(baseline), model))
     best = _exact(graph, model) if len(graph.ops) <= EXACT_LIMIT else _greedy(graph)
@@ -277,10 +316,10 @@ def _merge_down(graph: Graph, group_of: list[int], model: CostModel) -> list[int
     and the other group read) into the group that consumes it: TVM fuses a reduction with the
     elementwise ops after it, and when those ops feed a second reduction, moving them to it
     keeps their large result in registers (sharpness's (x - mean)^2 before its mean). A step
-    must keep the pairwise rules on the edges it internalises, at most one many-to-many op per
-    group (or row scans alike), the anchors' inputs private, convexity, and must not stack
-    stencils (no more slice-read stencil sources than the larger of the two parts had); the
-    plan after it must be acyclic."""
+    must keep the pairwise rules on the edges it internalises, the kernel rules (many-to-many
+    ops, row scans alike, the anchors' inputs private, and unless they allow it, no stacked
+    stencils: no more slice-read stencil sources than the larger of the two parts had),
+    convexity; the plan after it must be acyclic."""
     while True:
         members: dict[int, int] = {}
         for v, g in enumerate(group_of):
@@ -322,6 +361,8 @@ def _siblings(graph: Graph, group_of: list[int]) -> set[tuple[int, int]]:
     once. TVM's FuseOps never groups siblings; gdp does only where its schedule runs the
     union as one pass (mean_std: the packed row sums, the minimum and the maximum of one
     batch)."""
+    if not graph.rules.row_scans_share:
+        return set()
     scanning = {group_of[v] for v, op in enumerate(graph.ops) if op.row_scan}
     readers: dict[object, set[int]] = {}
     for v, op in enumerate(graph.ops):

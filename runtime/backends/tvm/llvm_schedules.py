@@ -35,6 +35,8 @@ import os
 import warnings
 
 import tvm
+from gdp.runtime.backends.tvm.fusion import leading_spatial_axes
+from gdp.runtime.fusion import KernelRules
 from tvm.s_tir import meta_schedule as ms
 
 # Jobs per core for the parallel loop; vector extent in elements; explicit unroll steps.
@@ -65,7 +67,24 @@ MAX_INLINED_COPY = 256
 MIN_PARALLEL_ELEMENTS = 1 << 16
 
 
-def schedule_cpu(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
+# What one kernel may hold under these schedules (the fusion planner's rules): one many-to-many
+# op, or several row scans of rows of one count (_row_scans reads each row once for all); a
+# many-to-many op's feeding ops read only inside (a kernel that reduces and also stores one of
+# its input's intermediates ran far slower than two, measured on sharpness), except where it
+# reduces rows (the row strips store the rows and reduce them while they are in cache); no
+# stencils written with slices stacked beyond what one part held (their border conditions pile
+# up: TVM's lowering of cv2.Canny with a 5x5 Sobel ran for minutes, the kernels apart compile
+# in seconds, though one kernel ran faster: 4.2 vs 4.7 ms).
+KERNEL_RULES = KernelRules(
+    many_to_many=1,
+    row_scans_share=True,
+    private_anchor_inputs=True,
+    row_reductions_store_inputs=True,
+    stack_slice_stencils=False,
+)
+
+
+def schedule(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
     cores = int(target.attrs.get("num-cores", os.cpu_count() or 1))
     scheduled = {}
     for gvar, func in mod.functions.items():
@@ -137,14 +156,6 @@ def _row_axes(sch: tvm.s_tir.Schedule, block) -> list:
 
 def _row_extent(sch: tvm.s_tir.Schedule, block) -> int:
     return math.prod(int(sch.get(lp).extent) for lp in _row_axes(sch, block))
-
-
-def leading_spatial_axes(stmt) -> int | None:
-    """How many spatial axes come first in a block's iteration, its reduction axes all after
-    them (as TOPI writes a reduction); None where the two kinds interleave."""
-    kinds = [iv.iter_type == tvm.tirx.IterVar.DataPar for iv in stmt.iter_vars]
-    spatial = sum(kinds)
-    return spatial if kinds == [True] * spatial + [False] * (len(kinds) - spatial) else None
 
 
 def _reduces_rows(sch: tvm.s_tir.Schedule, block, rows: int) -> bool:

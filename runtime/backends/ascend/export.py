@@ -1,13 +1,13 @@
 """What the npu receives: gdp's graph after its rewrites and FP16 scaling, converted to an opset ATC
 takes (11..13 by default, 18 at most), with static shapes and only operators on CANN's ONNX
-operator list (gdp.runtime.backends.cann_onnx_ops). Both the Ascend backend and the npu-emulate
-target run exactly this graph.
+operator list (gdp.runtime.backends.ascend.cann_onnx_ops). Both the Ascend backend and the
+npu-emulate target run exactly this graph.
 """
 
 from __future__ import annotations
 
 import onnx
-from gdp.runtime.backends.cann_onnx_ops import AVOID, CANN_ONNX_OPS, CANN_VERSION
+from gdp.runtime.backends.ascend.cann_onnx_ops import AVOID, CANN_ONNX_OPS, CANN_VERSION
 from onnx import version_converter
 
 from gdp.errors import CompileError, TargetError, UnsupportedOpError

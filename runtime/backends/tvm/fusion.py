@@ -1,14 +1,15 @@
-"""Fusion for the TVM backends: `fusion="gdp"` (gdp's plan, gdp.rewrites.fusion), "tvm" (TVM's
-FuseOps) or "none" (one kernel per op).
+"""Fusion for the TVM backends: `fusion="gdp"` (gdp's plan, gdp.runtime.fusion, under the
+backend's kernel rules), "tvm" (TVM's FuseOps) or "none" (one kernel per op).
 
 After LegalizeOps and AnnotateTIROpPattern every op of `main`'s dataflow block is a call_tir of a
 PrimFunc. Each is classified by mapping class (gdp.ops.mapping) from TVM's own access-pattern
 analysis (the PrimFunc's op_pattern) refined by its TIR: an injective kernel that only moves
 values is a shuffle when its reads permute the output's axes, one-to-many when it writes more
 elements than it reads, else a reorganize; a many-to-many kernel whose one reduction keeps an
-input's leading axes and reduces the rest is marked as reducing rows (gdp's row-strip schedule
-computes it beside the rows it reads), and one whose reduction reads its input row by row as a
-row scan (tvm_schedules.row_scan: several of one input share a pass). Each op also names the
+input's leading axes and reduces the rest is marked as reducing rows (a row-strip schedule may
+compute it beside the rows it reads), and one whose reduction reads its input row by row as a
+row scan (the backend's schedules say which: the cpu's llvm_schedules.row_scan, where several of
+one input share a pass). Each op also names the
 graph inputs it reads, for the cost of reading one twice. The planner's groups then become Relax
 functions marked Primitive, which FuseTIR turns into one kernel each, exactly as it does with
 FuseOps' groups.
@@ -18,12 +19,12 @@ TVM's own plan, read back from FuseOps on a copy, is the planner's baseline.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import tvm
 from gdp.ops import mapping as M
-from gdp.rewrites import fusion as F
-from gdp.runtime.backends.tvm_schedules import leading_spatial_axes, row_scan
+from gdp.runtime import fusion as F
 from tvm import relax
 
 FUSIONS = ("gdp", "tvm", "none")
@@ -32,6 +33,28 @@ DEFAULT_FUSION = "gdp"
 # TVM's OpPatternKind values (include/tvm/relax/op_attr_types.h) that decide a class; 0 is
 # elementwise, 2 injective, above 4 tuple and opaque.
 _BROADCAST, _COMM_REDUCE, _OUT_EWISE_FUSABLE = 1, 3, 4
+
+
+class Schedules(Protocol):
+    """What a TVM backend's schedule module publishes (the cpu's: llvm_schedules.py)."""
+
+    # What one kernel may hold under these schedules: the planner's rules.
+    KERNEL_RULES: F.KernelRules
+
+    def schedule(self, mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
+        """Every kernel of the lowered module scheduled for the target."""
+
+    def row_scan(self, stmt) -> tuple[int, bool] | None:
+        """How the schedules compute a reduction block one input row at a time: (rows, whether
+        the axes before the row are reduced), or None where they do not."""
+
+
+def leading_spatial_axes(stmt) -> int | None:
+    """How many spatial axes come first in a block's iteration, its reduction axes all after
+    them (as TOPI writes a reduction); None where the two kinds interleave."""
+    kinds = [iv.iter_type == tvm.tirx.IterVar.DataPar for iv in stmt.iter_vars]
+    spatial = sum(kinds)
+    return spatial if kinds == [True] * spatial + [False] * (len(kinds) - spatial) else None
 
 
 @dataclass
@@ -118,10 +141,12 @@ def _reduction(func: tvm.tirx.PrimFunc):
     return (reductions[0], list(sch.get(root).alloc_buffers)) if len(reductions) == 1 else None
 
 
-def _row_scan_rows(found) -> int:
-    """The rows a kernel's one reduction (`_reduction`'s answer) scans one at a time
-    (tvm_schedules.row_scan), or 0."""
-    scan = row_scan(found[0]) if found else None
+def _row_scan_rows(found, schedules: Schedules) -> int:
+    """The rows a kernel's one reduction (`_reduction`'s answer) scans one at a time under the
+    backend's schedules, or 0 (always, where the kernel rules never let row scans share)."""
+    if not schedules.KERNEL_RULES.row_scans_share:
+        return 0
+    scan = schedules.row_scan(found[0]) if found else None
     return scan[0] if scan else 0
 
 
@@ -181,7 +206,7 @@ def _inputs(value: relax.Expr) -> list[relax.Expr]:
     return []
 
 
-def graph_of(mod: tvm.IRModule) -> tuple[list[F.Op], list[Binding]] | None:
+def graph_of(mod: tvm.IRModule, schedules: Schedules) -> tuple[list[F.Op], list[Binding]] | None:
     """The planner's DAG of `main` (None where main is not one dataflow block)."""
     found = _dataflow(mod)
     if found is None:
@@ -211,7 +236,7 @@ def graph_of(mod: tvm.IRModule) -> tuple[list[F.Op], list[Binding]] | None:
                 tuple(producers),
                 b.var in outputs,
                 reduces_rows=_reduces_rows(found),
-                row_scan=_row_scan_rows(found),
+                row_scan=_row_scan_rows(found, schedules),
                 sources=tuple(sorted(sources)),
             )
         )
@@ -399,14 +424,17 @@ def _bind_any(expr: relax.Expr, mapping: dict) -> relax.Expr:
     return Replace().visit_expr(expr)
 
 
-def fuse(mod: tvm.IRModule, mode: str, cost: F.CostModel) -> tuple[tvm.IRModule, dict]:
-    """`mod` (legalized, op patterns annotated) with its ops grouped as `mode` says, and a report:
-    the groups and the bytes crossing kernel boundaries under this plan and under TVM's."""
-    found = graph_of(mod)
+def fuse(
+    mod: tvm.IRModule, mode: str, cost: F.CostModel, schedules: Schedules
+) -> tuple[tvm.IRModule, dict]:
+    """`mod` (legalized, op patterns annotated) with its ops grouped as `mode` says, gdp's plan
+    under the kernel rules of the backend's `schedules`, and a report: the groups and the bytes
+    crossing kernel boundaries under this plan and under TVM's."""
+    found = graph_of(mod, schedules)
     if found is None:  # not one dataflow block: TVM's FuseOps as it is
         return relax.transform.FuseOps()(mod), {"fusion": "tvm", "planned": False}
     ops, bindings = found
-    graph = F.Graph(ops)
+    graph = F.Graph(ops, schedules.KERNEL_RULES)
     baseline = tvm_plan(mod, bindings)
     if not F.acyclic(graph, baseline):  # read back wrong: plan from scratch instead
         baseline = list(range(len(ops)))
@@ -415,7 +443,7 @@ def fuse(mod: tvm.IRModule, mode: str, cost: F.CostModel) -> tuple[tvm.IRModule,
     elif mode == "none":
         plan = list(range(len(ops)))
     else:
-        plan = _no_tuple_exports(bindings, F.plan(ops, cost, baseline))
+        plan = _no_tuple_exports(bindings, F.plan(ops, schedules.KERNEL_RULES, cost, baseline))
     report = {
         "fusion": mode,
         "ops": len(ops),

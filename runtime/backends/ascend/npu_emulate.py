@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import onnx
-from gdp.runtime.backends.ascend import AscendBackend, export_code_hash
-from gdp.runtime.backends.ascend_export import DEFAULT_OPSET, export
-from gdp.runtime.backends.tvm_llvm import TvmLlvmBackend
+from gdp.runtime.backends.ascend.backend import AscendBackend, export_code_hash
+from gdp.runtime.backends.ascend.export import DEFAULT_OPSET, export
+from gdp.runtime.backends.base import CostProfile
+from gdp.runtime.backends.tvm.llvm import TvmLlvmBackend
 
 
 class NpuEmulateBackend(TvmLlvmBackend):
@@ -25,8 +26,10 @@ class NpuEmulateBackend(TvmLlvmBackend):
     def fingerprint(self) -> str:
         return f"{super().fingerprint()}-npu-export-{export_code_hash()}"
 
-    def compile(self, model: onnx.ModelProto, outdir: Path, options: dict) -> dict:
+    def compile(
+        self, model: onnx.ModelProto, outdir: Path, options: dict, profile: CostProfile | None
+    ) -> dict:
         exported = export(model, options.get("opset", DEFAULT_OPSET))
         onnx.save(exported, outdir / "npu.onnx")
-        meta = super().compile(exported, outdir, {})
+        meta = super().compile(exported, outdir, {}, profile)
         return {**meta, "files": [*meta["files"], "npu.onnx"]}

@@ -1,5 +1,5 @@
 """The npu target (Huawei Ascend): gdp's graph, after its rewrites and FP16 scaling, exported for
-ATC (ascend_export: opset 11..13 by default, static shapes, CANN's operator list) -> ATC -> .om,
+ATC (export.py: opset 11..13 by default, static shapes, CANN's operator list) -> ATC -> .om,
 run through pyACL (acl_runtime).
 
 ATC is told `--precision_mode=must_keep_origin_dtype`: gdp does its own fp16 with scales that
@@ -9,7 +9,7 @@ soc version is missing, compile writes the exported ONNX, the exact atc command 
 
 Not run on Ascend hardware: no card was reachable where this was written. What is checked without
 one: the export on every CI run, the driver's command line against a recording fake `atc`, and
-the pyACL protocol against a recording fake `acl` module (tests/test_ascend.py).
+the pyACL protocol against a recording fake `acl` module (tests/runtime/backends/ascend/).
 """
 
 from __future__ import annotations
@@ -24,10 +24,11 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from gdp.runtime.backends import acl_runtime, ascend_export, cann_onnx_ops
-from gdp.runtime.backends.acl_runtime import AclExecutable, TensorSpec
-from gdp.runtime.backends.ascend_export import DEFAULT_OPSET, export
-from gdp.runtime.backends.base import Backend, Executable
+from gdp.runtime.backends.ascend import acl_runtime, cann_onnx_ops
+from gdp.runtime.backends.ascend import export as ascend_export
+from gdp.runtime.backends.ascend.acl_runtime import AclExecutable, TensorSpec
+from gdp.runtime.backends.ascend.export import DEFAULT_OPSET, export
+from gdp.runtime.backends.base import Backend, CostProfile, Executable
 from onnx import helper
 
 from gdp.errors import CompileError, TargetError
@@ -151,7 +152,9 @@ class AscendBackend(Backend):
             toolchain = f"atc-{Path(atc).resolve()}-{stat.st_size}-{int(stat.st_mtime)}"
         return f"ascend-{toolchain}-soc-{detect_soc_version()}-export-{export_code_hash()}"
 
-    def compile(self, model: onnx.ModelProto, outdir: Path, options: dict) -> dict:
+    def compile(
+        self, model: onnx.ModelProto, outdir: Path, options: dict, profile: CostProfile | None
+    ) -> dict:
         opset = options.get("opset", DEFAULT_OPSET)
         device = options.get("device")
         if device is not None and (not isinstance(device, int) or device < 0):

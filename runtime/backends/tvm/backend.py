@@ -1,0 +1,110 @@
+"""What every TVM backend shares: compile = import the ONNX graph into Relax (relax_import.py),
+lower it through the one pipeline with the backend's schedules and fusion plan (lowering.py),
+build and export a shared library; load = the library on the backend's device, run by the Relax
+VM (executable.py).
+
+A backend (llvm.py, and a GPU one beside it) subclasses TvmBackend and provides:
+- `name`, and `target()`: the tvm.target.Target it compiles for;
+- `device()`: the tvm.runtime.Device its executables run on;
+- `pipeline`: TVM's own pass lists for that target (tvm.relax.backend.<kind>.pipeline);
+- `schedules`: its schedule module, publishing schedule(mod, target), KERNEL_RULES (what one
+  kernel may hold, for the fusion planner) and row_scan(stmt) (fusion.Schedules);
+- `toolchain()`: what of the target and its compiler changes the code (for the cache key);
+optionally `finish(mod)` (the last step on the scheduled module) and `prepare_load()` (what
+must be set before the first kernel runs, such as a thread pool's size).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from abc import abstractmethod
+from pathlib import Path
+from types import ModuleType
+
+import onnx
+import tvm
+from gdp.runtime.backends.base import Backend, CostProfile, Executable
+from gdp.runtime.backends.tvm import executable, fusion, lowering, relax_import
+from gdp.runtime.backends.tvm.executable import TvmExecutable
+from gdp.runtime.backends.tvm.fusion import DEFAULT_FUSION, FUSIONS, Schedules
+from gdp.runtime.fusion import CostModel, planner
+
+from gdp.errors import CompileError, TargetError
+
+LIBRARY = "model.so"
+
+
+class TvmBackend(Backend):
+    static_shapes = True
+    # What TVM's Relax ONNX importer needs of the graph (gdp.rewrites' canonical forms).
+    required_rewrites = (
+        "omit_empty_resize_inputs",
+        "reverse_sequence_to_slice",
+        "pad_in_integer_type",
+    )
+    options = frozenset({"fusion"})
+    pipeline: ModuleType
+    schedules: Schedules
+
+    @abstractmethod
+    def target(self) -> tvm.target.Target:
+        """The target the kernels are compiled for."""
+
+    @abstractmethod
+    def device(self) -> tvm.runtime.Device:
+        """The device the executables run on."""
+
+    @abstractmethod
+    def toolchain(self) -> str:
+        """What of the target and its compiler changes the compiled code (for the cache key)."""
+
+    def finish(self, mod: tvm.IRModule) -> tvm.IRModule:
+        """The last step on the scheduled module, before the build."""
+        return mod
+
+    def prepare_load(self) -> None:
+        """What must be set before the first kernel runs."""
+
+    def fingerprint(self) -> str:
+        return f"tvm-{tvm.__version__}-{self.toolchain()}-code-{self.code_hash()}"
+
+    def code_hash(self) -> str:
+        """A hash of the code that shapes the compiled kernels (the shared lowering, the fusion
+        planner and its adapter, this backend and its schedules): a changed schedule must not
+        load kernels cached by the old one."""
+        digest = hashlib.sha256()
+        backend_module = sys.modules[type(self).__module__]
+        shared = (relax_import, lowering, fusion, executable, planner, sys.modules[__name__])
+        for module in (*shared, backend_module, self.schedules):
+            digest.update(Path(module.__file__).read_bytes())
+        return digest.hexdigest()[:16]
+
+    def profile_facts(self, profile: CostProfile | None) -> dict:
+        if profile is None:
+            return {}
+        return {"fusion_cost": [profile.fusion_alpha, profile.fusion_beta]}
+
+    def compile(
+        self, model: onnx.ModelProto, outdir: Path, options: dict, profile: CostProfile | None
+    ) -> dict:
+        mod = relax_import.import_onnx(model)
+        target = self.target()
+        mode = options.get("fusion", DEFAULT_FUSION)
+        if mode not in FUSIONS:
+            raise TargetError(f"fusion: expected one of {list(FUSIONS)}, got {mode!r}")
+        cost = CostModel(profile.fusion_alpha, profile.fusion_beta) if profile else CostModel()
+        try:
+            mod, report = lowering.lower(
+                mod, target, self.pipeline, self.schedules, mode, cost, self.finish
+            )
+            kernels = sum(1 for f in mod.functions.values() if isinstance(f, tvm.tirx.PrimFunc))
+            built = tvm.compile(mod, target=target, relax_pipeline=None)
+            built.export_library(str(outdir / LIBRARY))
+        except Exception as err:
+            raise CompileError(f"TVM failed to compile the graph for {target}: {err}") from err
+        return {"files": [LIBRARY], "kernels": kernels, "fusion": report}
+
+    def load(self, artifact_dir: Path, meta: dict) -> Executable:
+        self.prepare_load()
+        return TvmExecutable(tvm.runtime.load_module(str(artifact_dir / LIBRARY)), self.device())

@@ -1,0 +1,104 @@
+"""A compiled TVM model run by the Relax VM on one device: host arrays in, host arrays out, with
+the host copies, the VM and per-kernel profiling shared by every TVM backend."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import tvm
+import tvm_ffi
+from gdp.runtime.backends.base import Executable
+from gdp.runtime.profiling import Profile
+from tvm.runtime.vm import VirtualMachine
+
+# DLPack's device type of host memory.
+_DLPACK_CPU = 1
+
+
+class TvmExecutable(Executable):
+    # Whether numpy inputs are handed to the kernels in place (a device that computes in host
+    # memory); else each input is copied into a device tensor kept for the next call.
+    zero_copy_inputs = True
+
+    def __init__(self, library: tvm.runtime.Module, device: tvm.runtime.Device) -> None:
+        self.device = device
+        self.zero_copy_inputs = device.dlpack_device_type() == _DLPACK_CPU
+        self.library = library
+        self.vm = VirtualMachine(library, self.device)
+        self._profiling_vm: VirtualMachine | None = None
+        self._kernel_log: list[tuple[str, float]] = []
+        self._kernel_start = 0.0
+        self._staging: dict[int, tvm.runtime.Tensor] = {}
+
+    def _to_device(self, index: int, array: np.ndarray) -> tvm.runtime.Tensor:
+        """Hand `array` to the VM: zero-copy in host memory when it is element-aligned (the
+        alignment the cpu kernels are compiled to assume) and numpy can export it, else a copy
+        into a staging tensor kept for the next call (allocating afresh costs page faults every
+        run)."""
+        if (
+            self.zero_copy_inputs
+            and array.flags.aligned
+            and array.flags.writeable
+            and array.flags.c_contiguous
+        ):
+            return tvm_ffi.from_dlpack(
+                array, require_alignment=array.dtype.itemsize, require_contiguous=True
+            )
+        staging = self._staging.get(index)
+        if staging is None or tuple(staging.shape) != array.shape or staging.dtype != array.dtype:
+            staging = tvm.runtime.empty(array.shape, str(array.dtype), self.device)
+            self._staging[index] = staging
+        staging.copyfrom(array)
+        return staging
+
+    def _instrument(self, func, func_symbol, before_run, ret_value, *args) -> int:
+        # The time between the VM's before and after hooks is the kernel's time where kernels run
+        # synchronously (the CPU; a GPU backend synchronises in its hooks). VM builtins
+        # (allocation, shape checks) are not kernels.
+        now = time.perf_counter()
+        if before_run:
+            self._kernel_start = now
+        elif not str(func_symbol).startswith("vm.builtin"):
+            self._kernel_log.append((str(func_symbol), now - self._kernel_start))
+        return 0
+
+    def _vm_for(self, profile: Profile | None) -> VirtualMachine:
+        if profile is None:
+            return self.vm
+        if self._profiling_vm is None:
+            self._profiling_vm = VirtualMachine(self.library, self.device)
+            self._profiling_vm.set_instrument(self._instrument)
+        return self._profiling_vm
+
+    def _to_host(self, tensor: tvm.runtime.Tensor, inputs_at: set[int]) -> np.ndarray:
+        """An output as a host array: in host memory without a copy (the array keeps the VM's
+        tensor alive), except one that is an input's memory, since a staging tensor is refilled
+        by the next run; from a device, copied."""
+        if tensor.device.dlpack_device_type() != _DLPACK_CPU:
+            return tensor.numpy()
+        array = np.from_dlpack(tensor)
+        return array.copy() if array.ctypes.data in inputs_at else array
+
+    def run(self, inputs: list[np.ndarray], profile: Profile | None = None) -> list[np.ndarray]:
+        vm = self._vm_for(profile)
+        self._kernel_log = []
+        t0 = time.perf_counter()
+        args = [self._to_device(i, x) for i, x in enumerate(inputs)]
+        t1 = time.perf_counter()
+        result = vm["main"](*args)
+        t2 = time.perf_counter()
+        results = [result] if isinstance(result, tvm.runtime.Tensor) else list(result)
+        inputs_at = {
+            np.from_dlpack(a).ctypes.data
+            for a in args
+            if a.device.dlpack_device_type() == _DLPACK_CPU
+        }
+        outputs = [self._to_host(tensor, inputs_at) for tensor in results]
+        t3 = time.perf_counter()
+        if profile is not None:
+            profile.copy_in_s += t1 - t0
+            profile.execute_s += t2 - t1
+            profile.copy_out_s += t3 - t2
+            profile.kernels.extend(self._kernel_log)
+        return outputs
