@@ -1,7 +1,7 @@
 """Mapping classes (how an op's outputs map to its inputs) and the fusion rules between them: the
 fusion sources' OpMapPatternKind ([000] in shared/reference/fusion-sources.md), with its holes
-fixed. gdp.rewrites.fusion plans with these; the TVM backend classifies each kernel from TVM's
-own access-pattern analysis and the kernel's TIR (runtime/backends/tvm_fusion.py).
+fixed. gdp.runtime.fusion plans with these; the TVM backend classifies each kernel from TVM's
+own access-pattern analysis and the kernel's TIR (runtime/backends/tvm/fusion.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fusion planning (gdp.rewrites.fusion) and its application in the TVM backend
+"""Fusion planning (gdp.runtime.fusion) and its application in the TVM backend
 (runtime/backends/tvm/fusion.py), against TVM's own FuseOps as the baseline and NumPy/onnxruntime
 as the oracle of the numbers."""
 
