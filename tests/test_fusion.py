@@ -228,6 +228,38 @@ def test_siblings_merge_only_where_one_pass_runs_them(ops, why):
     assert F.is_legal(F.Graph(ops, CPU), plan)
 
 
+def test_the_planner_follows_the_backends_kernel_rules():
+    """The planner is target-neutral: what one kernel may hold is the backend's to say. The same
+    graphs under other rules: a backend whose kernels hold no row scans together reads the
+    images three times, one that stores a reduction's inputs only privately keeps the
+    Laplacian apart from its row means, and one that holds two many-to-many ops fuses the row
+    sums with the minimum without any row-scan facts."""
+    import dataclasses
+
+    stats, tvm_like = batch_statistics(), [0, 0, 1, 2, 3]
+    apart = dataclasses.replace(CPU, row_scans_share=False)
+    plan = F.plan(stats, apart, F.CostModel(), tvm_like)
+    assert len({plan[1], plan[2], plan[3]}) == 3
+    assert F.Graph(stats, apart).reread_bytes(plan) == 2 * 1000
+    assert not F.is_legal(F.Graph(stats, apart), [0, 0, 0, 0, 1])
+    assert F.is_legal(F.Graph(stats, CPU), [0, 0, 0, 0, 1])
+
+    ops = [
+        F.Op("lap", M.ONE_TO_ONE, 800, ()),
+        F.Op("row_means", M.MANY_TO_MANY, 40, (0,), reduces_rows=True),
+        F.Op("later", M.NOT_FUSABLE, 800, (0, 1), is_output=True),
+    ]
+    private = dataclasses.replace(CPU, row_reductions_store_inputs=False)
+    assert F.plan(ops, CPU, F.CostModel(), [0, 1, 2])[0] == 0
+    plan = F.plan(ops, private, F.CostModel(), [0, 1, 2])
+    assert plan[0] != plan[1]
+
+    plain = batch_statistics(sum_scans=False)
+    two = F.KernelRules(many_to_many=2, private_anchor_inputs=False)
+    assert not F.is_legal(F.Graph(plain, F.KernelRules()), [0, 0, 0, 1, 2])
+    assert F.is_legal(F.Graph(plain, two), [0, 0, 0, 1, 2])
+
+
 def test_siblings_joined_through_an_outside_op_are_not_merged():
     """The minimum feeds an op that feeds the maximum's input: min and max both read the images,
     but a group of the two would make the cycle group -> scale -> group."""

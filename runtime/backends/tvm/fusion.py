@@ -46,7 +46,8 @@ class Schedules(Protocol):
 
     def row_scan(self, stmt) -> tuple[int, bool] | None:
         """How the schedules compute a reduction block one input row at a time: (rows, whether
-        the axes before the row are reduced), or None where they do not."""
+        the axes before the row are reduced), or None where they do not. Read only where
+        KERNEL_RULES.row_scans_share."""
 
 
 def leading_spatial_axes(stmt) -> int | None:
