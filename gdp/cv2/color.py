@@ -75,20 +75,14 @@ def _channel_error(scn: int) -> _cv2.error:
 
 
 @common.accelerate("cvtColor")
-def cvtColor(src, code, dst=None, dstCn=0):  # noqa: N802, N803
+def cvtColor(src, code, dst=None, dstCn=0, hint=None):  # noqa: N802, N803
+    # hint: OpenCV's ALGO_HINT_*; gdp's result is its accurate one whatever the hint.
     graph = engine.is_graph_call(src)
     if not graph:
         src = common.image("cvtColor", src)
     entry = _codes().get(int(code))
     if entry is None:
-        return common.opencv(
-            "cvtColor",
-            f"conversion code {code} is not accelerated",
-            src,
-            code,
-            dst=dst,
-            dstCn=dstCn,
-        )
+        raise common.NotAccelerated(f"conversion code {code} is not accelerated")
     op, params, scns, dcn, dtypes = entry
     shape = tuple(src.shape)
     dtype = src.dtype.name
@@ -105,7 +99,7 @@ def cvtColor(src, code, dst=None, dstCn=0):  # noqa: N802, N803
     if reason is not None:
         if graph:
             raise common.error("cvtColor", reason + " (graph mode)")
-        return common.opencv("cvtColor", reason, src, code, dst=dst, dstCn=dstCn)
+        raise common.NotAccelerated(reason)
     if op is ops_color.from_hsv and dtype == "uint8":
         params = {**params, "simd_block": _hsv_simd_block()}
     return engine.call(f"cvtColor.{op.__name__}", op, [src], params, dst)

@@ -3,8 +3,10 @@ fallthrough to OpenCV itself for what gdp does not accelerate."""
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
+from contextvars import ContextVar
 
 import cv2 as _cv2
 import numpy as np
@@ -22,21 +24,55 @@ def strict() -> bool:
     return os.environ.get("GDP_CV2_STRICT", "") not in ("", "0")
 
 
+class NotAccelerated(Exception):  # noqa: N818 - a signal, not an error a caller sees
+    """Raised by an accelerated function for a case gdp does not accelerate (`reason` says
+    which). Private to gdp.cv2: the `accelerate` wrapper of the outermost gdp.cv2 call catches
+    it and hands that call on to OpenCV as the caller made it."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+# Whether an accelerated function is running on this thread (or task): a gdp.cv2 function that
+# calls another (blur -> boxFilter) lets the inner one's NotAccelerated reach its own wrapper,
+# so the caller's call, not gdp's inner one, is what OpenCV runs.
+_running: ContextVar[bool] = ContextVar("gdp_cv2_running", default=False)
+
+
 def accelerate(name: str):
-    """Register a gdp.cv2 function under OpenCV's `name` (dotted for submodules: dnn.blob...)."""
+    """Register a gdp.cv2 function under OpenCV's `name` (dotted for submodules: dnn.blob...).
+
+    The function raises NotAccelerated(reason) for what it does not accelerate; the wrapper
+    then calls OpenCV's own `name` with the caller's arguments exactly as given (the same
+    objects, positional and keyword as they came), or under GDP_CV2_STRICT=1 raises
+    FallthroughError. No function lists OpenCV's arguments a second time for this."""
 
     def register(fn: Callable) -> Callable:
-        ACCELERATED[name] = fn
-        fn.__name__ = name.rsplit(".", 1)[-1]
-        fn.__qualname__ = name
-        return fn
+        @functools.wraps(fn)
+        def accelerated(*args, **kwargs):
+            if _running.get():  # inside another gdp.cv2 call: that call falls through
+                return fn(*args, **kwargs)
+            token = _running.set(True)
+            try:
+                return fn(*args, **kwargs)
+            except NotAccelerated as signal:
+                reason = signal.reason
+            finally:
+                _running.reset(token)
+            return _opencv(name, reason, args, kwargs)
+
+        accelerated.__name__ = name.rsplit(".", 1)[-1]
+        accelerated.__qualname__ = name
+        ACCELERATED[name] = accelerated
+        return accelerated
 
     return register
 
 
-def opencv(name: str, reason: str, *args, **kwargs):
-    """Run OpenCV's own `name` for a case gdp does not accelerate (say which in `reason`);
-    under GDP_CV2_STRICT=1, raise instead."""
+def _opencv(name: str, reason: str, args: tuple, kwargs: dict):
+    """Run OpenCV's own `name` on a call as it was made, for a case gdp does not accelerate
+    (`reason` says which); under GDP_CV2_STRICT=1, raise instead."""
     if strict():
         raise FallthroughError(
             f"cv2.{name}: {reason}, so it would run in OpenCV; GDP_CV2_STRICT=1 forbids that"

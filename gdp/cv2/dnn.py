@@ -52,10 +52,7 @@ def _blob_call(func, images, scalefactor, size, mean, swapRB, crop, ddepth):  # 
         raise common.error(func, "!images_.empty()")
     first = images[0]
     if any(im.shape != first.shape or im.dtype != first.dtype for im in images):
-        reason = "images of different shapes or dtypes are not accelerated"
-        return common.opencv(
-            f"dnn.{func}", reason, images, scalefactor, size, mean, swapRB, crop, ddepth=ddepth
-        )
+        raise common.NotAccelerated("images of different shapes or dtypes are not accelerated")
     if ddepth not in (_cv2.CV_32F, _cv2.CV_8U):
         raise common.error(func, "ddepth == CV_32F || ddepth == CV_8U")
     mean4 = [*np.ravel(mean if mean is not None else 0.0).astype(np.float64).tolist(), 0, 0, 0, 0]
@@ -67,16 +64,8 @@ def _blob_call(func, images, scalefactor, size, mean, swapRB, crop, ddepth):  # 
         mean4[0], mean4[2] = mean4[2], mean4[0]
     channels = 1 if first.ndim == 2 else first.shape[2]
     if common.dtype_of(first) not in (np.uint8, np.float32) or (swapRB and channels < 3):
-        return common.opencv(
-            f"dnn.{func}",
-            "only uint8/float32 images with 1, 3 or 4 channels are accelerated",
-            images,
-            scalefactor,
-            size,
-            mean,
-            swapRB,
-            crop,
-            ddepth=ddepth,
+        raise common.NotAccelerated(
+            "only uint8/float32 images with 1, 3 or 4 channels are accelerated"
         )
     wanted = None if size is None or tuple(size) in ((0, 0), ()) else (int(size[0]), int(size[1]))
     params = dict(

@@ -107,16 +107,8 @@ def GaussianBlur(  # noqa: N802
         raise common.error("createGaussianKernels", "ksize is 0 and sigma is not positive")
     border = _border("GaussianBlur", borderType)
     if common.dtype_of(src) not in (np.uint8, np.uint16, np.float32, np.float64):
-        reason = f"{src.dtype} is not accelerated (uint8, uint16, float32, float64 are)"
-        return common.opencv(
-            "GaussianBlur",
-            reason,
-            src,
-            ksize,
-            sigmaX,
-            dst=dst,
-            sigmaY=sigmaY,
-            borderType=borderType,
+        raise common.NotAccelerated(
+            f"{src.dtype} is not accelerated (uint8, uint16, float32, float64 are)"
         )
     params = dict(ksize=(kw, kh), sigma_x=float(sigmaX), sigma_y=float(sigmaY), border=border)
     return engine.call("GaussianBlur", F.gaussian_blur, [src], params, dst)
@@ -159,17 +151,7 @@ def boxFilter(  # noqa: N802
     out = _out_dtype("boxFilter", src, ddepth)
     border = _border("boxFilter", borderType)
     if not _takes(src):
-        return common.opencv(
-            "boxFilter",
-            f"{src.dtype} is not accelerated",
-            src,
-            ddepth,
-            ksize,
-            dst=dst,
-            anchor=anchor,
-            normalize=normalize,
-            borderType=borderType,
-        )
+        raise common.NotAccelerated(f"{src.dtype} is not accelerated")
     params = dict(
         out_dtype=out.name,
         ksize=(kw, kh),
@@ -243,17 +225,7 @@ def filter2D(  # noqa: N802
         kernel = kernel[:, None]
     border = _border("filter2D", borderType)
     if not _takes(src):
-        return common.opencv(
-            "filter2D",
-            f"{src.dtype} is not accelerated",
-            src,
-            ddepth,
-            kernel,
-            dst=dst,
-            anchor=anchor,
-            delta=delta,
-            borderType=borderType,
-        )
+        raise common.NotAccelerated(f"{src.dtype} is not accelerated")
     return _run_linear(
         "filter2D", src, ddepth, dst, kernel_2d=kernel, anchor=anchor, delta=delta, border=border
     )
@@ -273,18 +245,7 @@ def sepFilter2D(  # noqa: N802
     src = common.image("sepFilter2D", src)
     border = _border("sepFilter2D", borderType)
     if not _takes(src):
-        return common.opencv(
-            "sepFilter2D",
-            f"{src.dtype} is not accelerated",
-            src,
-            ddepth,
-            kernelX,
-            kernelY,
-            dst=dst,
-            anchor=anchor,
-            delta=delta,
-            borderType=borderType,
-        )
+        raise common.NotAccelerated(f"{src.dtype} is not accelerated")
     return _run_linear(
         "sepFilter2D",
         src,
@@ -319,19 +280,7 @@ def Sobel(  # noqa: N802
         raise common.error("getScharrKernels", "dx >= 0 && dy >= 0 && dx+dy == 1")
     border = _border("Sobel", borderType)
     if not _takes(src):
-        return common.opencv(
-            "Sobel",
-            f"{src.dtype} is not accelerated",
-            src,
-            ddepth,
-            dx,
-            dy,
-            dst=dst,
-            ksize=ksize,
-            scale=scale,
-            delta=delta,
-            borderType=borderType,
-        )
+        raise common.NotAccelerated(f"{src.dtype} is not accelerated")
     kx, ky = F.deriv_kernel(dx, ksize), F.deriv_kernel(dy, ksize)
     if ksize == 1 and dx == 0:  # ksize 1: the derivative axis alone (3 taps), no smoothing
         kx = np.array([1.0])
@@ -376,17 +325,7 @@ def Laplacian(  # noqa: N802
         raise common.error("Laplacian", "ksize > 0 && ksize % 2 == 1 && ksize <= 31")
     border = _border("Laplacian", borderType)
     if not _takes(src):
-        return common.opencv(
-            "Laplacian",
-            f"{src.dtype} is not accelerated",
-            src,
-            ddepth,
-            dst=dst,
-            ksize=ksize,
-            scale=scale,
-            delta=delta,
-            borderType=borderType,
-        )
+        raise common.NotAccelerated(f"{src.dtype} is not accelerated")
     if ksize <= 3:
         kernel = np.array(
             [[0, 1, 0], [1, -4, 1], [0, 1, 0]]
@@ -410,12 +349,8 @@ def medianBlur(src, ksize, dst=None):  # noqa: N802
     dtype = common.dtype_of(src)
     # OpenCV's own limits: 8U, 16U and 32F for ksize 3 and 5, 8U only above.
     if ksize > 5 or dtype not in (np.uint8, np.uint16, np.float32):
-        return common.opencv(
-            "medianBlur",
-            "only ksize 3 and 5 on uint8, uint16 and float32 are accelerated",
-            src,
-            ksize,
-            dst=dst,
+        raise common.NotAccelerated(
+            "only ksize 3 and 5 on uint8, uint16 and float32 are accelerated"
         )
     # uint8: a bit-by-bit median (byte compares, cheaper); other dtypes: a sorting network.
     op = F.median_u8 if dtype == np.uint8 else F.median
@@ -447,16 +382,7 @@ def _morph_params(func, kernel, anchor, iterations, borderType, borderValue):  #
 def _morph_call(func, dilate, src, kernel, dst, anchor, iterations, borderType, borderValue):  # noqa: N803
     src = common.image(func, src)
     if not _takes(src):
-        return common.opencv(
-            func,
-            f"{src.dtype} is not accelerated",
-            src,
-            kernel,
-            dst=dst,
-            anchor=anchor,
-            iterations=iterations,
-            borderType=borderType,
-        )
+        raise common.NotAccelerated(f"{src.dtype} is not accelerated")
     params = _morph_params(func, kernel, anchor, iterations, borderType, borderValue)
     return engine.call(func, _morph, [src], dict(params, dilate=dilate), dst)
 
@@ -545,17 +471,7 @@ def morphologyEx(
         _cv2.MORPH_BLACKHAT,
     )
     if op not in ops or not _takes(src):
-        return common.opencv(
-            "morphologyEx",
-            f"op {op} / {src.dtype} is not accelerated",
-            src,
-            op,
-            kernel,
-            dst=dst,
-            anchor=anchor,
-            iterations=iterations,
-            borderType=borderType,
-        )
+        raise common.NotAccelerated(f"op {op} / {src.dtype} is not accelerated")
     params = _morph_params("morphologyEx", kernel, anchor, iterations, borderType, borderValue)
     return engine.call("morphologyEx", _morph_ex, [src], dict(params, op=int(op)), dst)
 

@@ -112,16 +112,9 @@ def resize(src, dsize, dst=None, fx=0, fy=0, interpolation=_cv2.INTER_LINEAR):
         method = ops_geometry.INTER_AREA
     dtype = common.dtype_of(src)
     if method is None or dtype not in (np.uint8, np.uint16, np.int16, np.float32, np.float64):
-        return common.opencv(
-            "resize",
+        raise common.NotAccelerated(
             "this interpolation or dtype is not accelerated (nearest, linear, cubic and area"
-            " on uint8, uint16, int16, float32 and float64 are)",
-            src,
-            dsize,
-            dst=dst,
-            fx=fx,
-            fy=fy,
-            interpolation=interpolation,
+            " on uint8, uint16, int16, float32 and float64 are)"
         )
     if (width, height) == (w, h) and method != ops_geometry.INTER_AREA:
         return (
@@ -159,6 +152,7 @@ def warpAffine(  # noqa: N802
     flags=_cv2.INTER_LINEAR,
     borderMode=_cv2.BORDER_CONSTANT,  # noqa: N803
     borderValue=None,  # noqa: N803
+    hint=None,  # OpenCV's ALGO_HINT_*: gdp's result is its accurate one whatever the hint
 ):
     src = common.image("warpAffine", src)
     matrix = _affine_matrix(M)
@@ -177,17 +171,7 @@ def warpAffine(  # noqa: N802
     if reason is not None:
         if engine.is_graph_call(src):
             raise common.error("warpAffine", reason + " (graph mode)")
-        return common.opencv(
-            "warpAffine",
-            reason,
-            src,
-            M,
-            dsize,
-            dst=dst,
-            flags=flags,
-            borderMode=borderMode,
-            borderValue=borderValue if borderValue is not None else 0,
-        )
+        raise common.NotAccelerated(reason)
     if not int(flags) & _cv2.WARP_INVERSE_MAP:
         matrix = ops_geometry.invert_affine(matrix)
     value = tuple(float(v) for v in np.ravel(borderValue if borderValue is not None else 0.0))

@@ -56,15 +56,7 @@ def threshold(src, thresh, maxval, type, dst=None):  # noqa: A002
     automatic = int(type) & ~_cv2.THRESH_MASK
     if kind > _cv2.THRESH_TOZERO_INV or automatic not in (0, _cv2.THRESH_OTSU):
         if automatic == _cv2.THRESH_TRIANGLE and not graph and kind <= 4:
-            return common.opencv(
-                "threshold",
-                "THRESH_TRIANGLE is not accelerated",
-                src,
-                thresh,
-                maxval,
-                type,
-                dst=dst,
-            )
+            raise common.NotAccelerated("THRESH_TRIANGLE is not accelerated")
         raise common.error("threshold", f"Unknown threshold type: {type}")
     dtype = _dtype(src)
     if automatic == _cv2.THRESH_OTSU and (dtype != "uint8" or common.channels(src) != 1):
@@ -79,15 +71,13 @@ def threshold(src, thresh, maxval, type, dst=None):  # noqa: A002
     else:
         if graph:
             raise common.error("threshold", f"{dtype} is not accelerated (graph mode)")
-        return common.opencv(
-            "threshold", f"{dtype} is not accelerated", src, thresh, maxval, type, dst=dst
-        )
+        raise common.NotAccelerated(f"{dtype} is not accelerated")
     if automatic == _cv2.THRESH_OTSU:
         if kind == _cv2.THRESH_TRUNC:  # the threshold becomes maxval's role: not accelerated
             reason = "THRESH_OTSU with THRESH_TRUNC is not accelerated"
             if graph:
                 raise common.error("threshold", reason)
-            return common.opencv("threshold", reason, src, thresh, maxval, type, dst=dst)
+            raise common.NotAccelerated(reason)
         params = {"maxval": m, "kind": kind}
         if graph:
             return _threshold_otsu(src, **params)
@@ -107,14 +97,7 @@ def convertScaleAbs(src, dst=None, alpha=1.0, beta=0.0):  # noqa: N802
     if _dtype(src) not in ("uint8", "float32"):
         if graph:
             raise common.error("convertScaleAbs", f"{_dtype(src)} is not accelerated")
-        return common.opencv(
-            "convertScaleAbs",
-            f"{_dtype(src)} is not accelerated",
-            src,
-            dst=dst,
-            alpha=alpha,
-            beta=beta,
-        )
+        raise common.NotAccelerated(f"{_dtype(src)} is not accelerated")
     return engine.call("convertScaleAbs", ops.convert_scale_abs, [src], params, dst)
 
 
@@ -140,9 +123,7 @@ def addWeighted(src1, alpha, src2, beta, gamma, dst=None, dtype=-1):  # noqa: N8
         reason = f"{_dtype(src1)}, {_dtype(src2)} -> dtype {dtype} is not accelerated"
         if graph:
             raise common.error("addWeighted", reason)
-        return common.opencv(
-            "addWeighted", reason, src1, alpha, src2, beta, gamma, dst=dst, dtype=dtype
-        )
+        raise common.NotAccelerated(reason)
     params = {
         "alpha": float(alpha),
         "beta": float(beta),
@@ -165,7 +146,7 @@ def LUT(src, lut, dst=None):  # noqa: N802
         )
     if _dtype(src) != "uint8":
         if _dtype(src) == "int8" and not graph:
-            return common.opencv("LUT", "int8 sources are not accelerated", src, lut, dst=dst)
+            raise common.NotAccelerated("int8 sources are not accelerated")
         raise common.error("LUT", "(depth == CV_8U || depth == CV_8S)")
     import tensorflow as tf
 
@@ -196,17 +177,7 @@ def normalize(src, dst=None, alpha=1.0, beta=0.0, norm_type=_cv2.NORM_L2, dtype=
     if reason:
         if graph:
             raise common.error("normalize", reason)
-        return common.opencv(
-            "normalize",
-            reason,
-            src,
-            dst,
-            alpha,
-            beta,
-            norm_type,
-            dtype if dtype else -1,
-            mask,
-        )
+        raise common.NotAccelerated(reason)
     params = {
         "alpha": float(alpha),
         "beta": float(beta),
@@ -236,7 +207,7 @@ def _stat_src(func: str, src, mask=None, accept=("uint8", "float32")):
 def meanStdDev(src, mean=None, stddev=None, mask=None):  # noqa: N802
     src, graph, reason = _stat_src("meanStdDev", src, mask)
     if reason:
-        return common.opencv("meanStdDev", reason, src, mean, stddev, mask)
+        raise common.NotAccelerated(reason)
     if graph:
         return ops.mean_std(src)
     m, s = engine.run("meanStdDev", ops.mean_std, [src], {}, outputs=2)
@@ -258,7 +229,7 @@ def _four_tensor(values):
 def mean(src, mask=None):
     src, graph, reason = _stat_src("mean", src, mask)
     if reason:
-        return common.opencv("mean", reason, src, mask)
+        raise common.NotAccelerated(reason)
     if graph:
         return _four_tensor(ops.mean_channels(src))
     return _four(engine.run("mean", ops.mean_channels, [src], {}))
@@ -268,7 +239,7 @@ def mean(src, mask=None):
 def sumElems(src):  # noqa: N802
     src, graph, reason = _stat_src("sumElems", src)
     if reason:
-        return common.opencv("sumElems", reason, src)
+        raise common.NotAccelerated(reason)
     if graph:
         return _four_tensor(ops.sum_channels(src))
     return _four(engine.run("sumElems", ops.sum_channels, [src], {}))
@@ -279,7 +250,7 @@ def minMaxLoc(src, mask=None):  # noqa: N802
     src, graph, reason = _stat_src("minMaxLoc", src, mask)
     _one_channel("minMaxLoc", src, "(cn == 1 || (_mask.empty() && !minIdx && !maxIdx))")
     if reason:
-        return common.opencv("minMaxLoc", reason, src, mask)
+        raise common.NotAccelerated(reason)
     width = int(src.shape[1])
     if graph:
         import tensorflow as tf
@@ -298,7 +269,7 @@ def countNonZero(src):  # noqa: N802
     )
     _one_channel("countNonZero", src, "cn == 1")
     if reason:
-        return common.opencv("countNonZero", reason, src)
+        raise common.NotAccelerated(reason)
     if graph:
         return ops.count_non_zero(src)
     return int(engine.run("countNonZero", ops.count_non_zero, [src], {}))
