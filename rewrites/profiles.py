@@ -15,29 +15,20 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-# The ops a profile measures (table 5-1's, and the reductions and filters the rewrites weigh).
-OPS = (
-    "transpose",
-    "abs",
-    "add",
-    "max",
-    "and",
-    "compare",
-    "reduce_sum",
-    "reduce_max",
-    "split_reduce_sum",
-    "split_reduce_max",
-    "gemv",
-    "matmul",
-    "depthwise_conv_c1",
-    "depthwise_conv_c3",
-    "depthwise_conv_c16",
-    "separable_conv_c1",
-    "separable_conv_c3",
-    "separable_conv_c16",
-    "channel_parallel_conv_c1",
-    "channel_parallel_conv_c3",
-)
+
+def __getattr__(name: str) -> tuple[str, ...]:
+    """OPS, the ops a profile measures: table 5-1's (gdp.rewrites.microbenchmarks.BASIC) and
+    those each measured rule's costs read (its `timed`), derived on first use (the rules
+    import this module)."""
+    if name != "OPS":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from gdp.rewrites.microbenchmarks import BASIC
+    from gdp.rewrites.rules import RULES
+
+    ops = dict.fromkeys(BASIC)
+    for rule in RULES.values():
+        ops.update(dict.fromkeys(rule.timed))
+    return tuple(ops)
 
 
 @dataclass(frozen=True)

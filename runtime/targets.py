@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gdp.rewrites import rules
+
 from gdp.errors import TargetError
 
 
@@ -20,13 +22,9 @@ class Target:
     substitutions: tuple[str, ...] = ()
 
 
-# The measured substitutions every compiling target weighs against its own profile.
-SUBSTITUTIONS = (
-    "neighbour_differences",
-    "split_reduce",
-    "separable_filters",
-    "channel_parallel_filters",
-)
+# The measured substitutions every compiling target weighs against its own profile: every
+# measured rule of gdp.rewrites.rules, in the order they run.
+SUBSTITUTIONS = rules.SUBSTITUTIONS
 
 TARGETS: dict[str, Target] = {
     t.name: t
