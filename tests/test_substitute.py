@@ -143,7 +143,7 @@ def test_a_kernel_gdp_cannot_schedule_still_compiles_and_says_so(tmp_path, monke
     every kernel gdp knows how to schedule no longer needs the fallback."""
     import pytest
     import tvm
-    from gdp.runtime.backends import tvm_schedules
+    from gdp.runtime.backends.tvm import llvm_schedules as tvm_schedules
 
     def refuse(func, cores):
         raise tvm.error.InternalError("a primitive refused this kernel")
