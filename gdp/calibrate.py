@@ -61,7 +61,7 @@ def calibrate(target: str = "cpu", runs: int = 30, store: bool = True) -> CostPr
     """Measure every op of the profile on `target`; store the profile in the cache."""
     # Each form exactly as given: the target's own substitutions would turn the direct form
     # into the one the current profile favours, and the two would measure the same.
-    as_given = dataclasses.replace(get_target(target), substitutions=())
+    as_given = dataclasses.replace(get_target(target), substitutes=False)
     ops = {}
     for name, (model, inputs, elements) in microbenchmarks().items():
         compiled = gdp.compile(model, target=as_given)

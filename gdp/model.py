@@ -257,7 +257,8 @@ class Model:
             self._source,
             # fp16's range analysis needs every shape
             shapes=shapes if backend.static_shapes or fp16 else None,
-            rewrites=(*backend.required_rewrites, *self.target.substitutions),
+            required=backend.required_rewrites,
+            substitute=self.target.substitutes,
             profile=profile,
             fp16=fp16_stage,
             max_ir_version=IR_VERSION,

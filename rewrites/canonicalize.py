@@ -1,16 +1,9 @@
-"""Canonical forms that importers agree on, with the graph's meaning unchanged: canonical
-names (what a cache key is computed from), and the canonical rewrites by their old import path
-(each a rule of rewrites/rules/, called as rule(model) -> (model, places changed))."""
+"""Canonical names: two conversions of one program made equal byte for byte (what a cache key is
+computed from). The canonical rewrites (what importers need) are rules of rewrites/rules/."""
 
 from __future__ import annotations
 
 import onnx
-from gdp.rewrites.rules import RULES
-
-omit_empty_resize_inputs = RULES["omit_empty_resize_inputs"]
-pad_in_integer_type = RULES["pad_in_integer_type"]
-reverse_sequence_to_slice = RULES["reverse_sequence_to_slice"]
-small_integer_arithmetic_widened = RULES["small_integer_arithmetic_widened"]
 
 
 def canonical_names(model: onnx.ModelProto) -> onnx.ModelProto:

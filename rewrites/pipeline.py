@@ -2,8 +2,9 @@
 
 1. specialize_shapes: free dimensions fixed to the input shapes of this call (for backends that
    compile per shape, and for fp16, whose range analysis needs every shape);
-2. the backend's required rewrites (what its importer needs), then the target's measured
-   substitutions, each weighed against the target's cost profile (apply_rewrites);
+2. the backend's required rewrites (what its importer needs), then, for a target that weighs
+   them, every measured substitution (gdp.rewrites.SUBSTITUTIONS, in order), each weighed
+   against the target's cost profile (apply_rewrites);
 3. to_fp16: fp16 with power-of-two scales from range analysis (precision "fp16" only);
 4. the IR version capped at what the runtimes read.
 
@@ -16,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import onnx
-from gdp.rewrites import apply_rewrites
+from gdp.rewrites import SUBSTITUTIONS, apply_rewrites
 from gdp.rewrites.fp16 import to_fp16
 from gdp.rewrites.profiles import CostProfile
 from gdp.rewrites.specialize import specialize_shapes
@@ -45,19 +46,22 @@ class Prepared:
 def prepare(
     graph: onnx.ModelProto,
     shapes: Mapping[str, tuple] | None,
-    rewrites: Sequence[str],
+    required: Sequence[str],
+    substitute: bool,
     profile: CostProfile | None,
     fp16: Fp16 | None,
     max_ir_version: int,
 ) -> Prepared:
-    """Run the stages on `graph`: shapes fixed to `shapes` (None: left free), the named
-    `rewrites` against `profile`, fp16 where `fp16` is given."""
+    """Run the stages on `graph`: shapes fixed to `shapes` (None: left free), the `required`
+    rewrites, the measured substitutions against `profile` where `substitute`, fp16 where
+    `fp16` is given."""
     if shapes is not None:
         try:
             graph = specialize_shapes(graph, dict(shapes))
         except Exception as err:
             raise InputError(f"the graph does not accept input shapes {shapes}: {err}") from err
-    graph, log = apply_rewrites(graph, rewrites, profile)
+    names = (*required, *(SUBSTITUTIONS if substitute else ()))
+    graph, log = apply_rewrites(graph, names, profile)
     report = None
     if fp16 is not None:
         graph, report = to_fp16(

@@ -1,11 +1,10 @@
 """Targets: a name users pass (`target="cpu"`), the backend that serves it, and the cost profile
-its measured substitutions read."""
+its measured substitutions read (gdp.rewrites weighs them: the runtime names the profile, it
+imports nothing of the rewrites)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from gdp.rewrites import rules
 
 from gdp.errors import TargetError
 
@@ -16,15 +15,12 @@ class Target:
     backend: str
     doc: str = ""
     # The cost profile (gdp.rewrites.profiles) the target's measured substitutions read, and
-    # the substitutions it weighs; None and () where the graph must stay as the front end made
-    # it (the reference is the oracle).
+    # whether it weighs them (every measured rule of gdp.rewrites.rules, in their order); None
+    # and False where the graph must stay as the front end made it (the reference is the
+    # oracle).
     profile: str | None = None
-    substitutions: tuple[str, ...] = ()
+    substitutes: bool = False
 
-
-# The measured substitutions every compiling target weighs against its own profile: every
-# measured rule of gdp.rewrites.rules, in the order they run.
-SUBSTITUTIONS = rules.SUBSTITUTIONS
 
 TARGETS: dict[str, Target] = {
     t.name: t
@@ -34,21 +30,21 @@ TARGETS: dict[str, Target] = {
             "tvm-llvm",
             doc="this machine's CPU through TVM Relax (llvm, native mcpu)",
             profile="cpu",
-            substitutions=SUBSTITUTIONS,
+            substitutes=True,
         ),
         Target(
             "npu",
             "ascend",
             doc="a Huawei Ascend NPU: ONNX -> ATC -> .om, run through pyACL (docs/ascend.md)",
             profile="npu",
-            substitutions=SUBSTITUTIONS,
+            substitutes=True,
         ),
         Target(
             "npu-emulate",
             "npu-emulate",
             doc="the npu's exact graph (fp16, opset-limited) run on this CPU by TVM",
             profile="npu",
-            substitutions=SUBSTITUTIONS,
+            substitutes=True,
         ),
         Target(
             "reference", "onnxruntime", doc="onnxruntime fp32 on the front end's graph: the oracle"

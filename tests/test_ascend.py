@@ -342,7 +342,9 @@ def test_without_pyacl_the_error_says_what_to_install(fake_npu, tmp_path, monkey
 def test_small_integer_arithmetic_widened_wraps_like_numpy(dtype):
     """((a + b) * a - b) / c on small integers (with overflow): the widened graph (what opsets
     11..13 can hold) on onnxruntime against NumPy's wrap-around arithmetic."""
-    from gdp.rewrites.canonicalize import small_integer_arithmetic_widened
+    from gdp.rewrites.rules.small_integer_arithmetic_widened import (
+        RULE as small_integer_arithmetic_widened,
+    )
     from onnx import helper
 
     elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))

@@ -9,7 +9,7 @@ import onnxruntime as ort
 import pytest
 import skimage.data
 from gdp.rewrites import profiles
-from gdp.rewrites.control_flow import neighbour_differences
+from gdp.rewrites.rules.neighbour_differences import RULE as neighbour_differences
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -7,7 +7,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from gdp.rewrites import profiles
-from gdp.rewrites.substitute import channel_parallel_filters, separable_filters, split_reduce
+from gdp.rewrites.rules.channel_parallel_filters import RULE as channel_parallel_filters
+from gdp.rewrites.rules.separable_filters import RULE as separable_filters
+from gdp.rewrites.rules.split_reduce import RULE as split_reduce
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
