@@ -22,8 +22,8 @@ import skimage.data
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import gdp.cv2 as gcv2  # noqa: E402
-from gdp.benchmarking import compare  # noqa: E402
+import gdp.cv2 as gcv2
+from gdp.benchmarking import compare
 
 
 def _photo() -> tuple[np.ndarray, np.ndarray]:

@@ -20,15 +20,14 @@ import onnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gdp.rewrites import profiles  # noqa: E402
-from gdp.rewrites.rule import Rewrite  # noqa: E402
-from gdp.rewrites.rules import RULES  # noqa: E402
-from gdp.runtime.cache import default_cache_dir  # noqa: E402
-from gdp.runtime.targets import Target  # noqa: E402
-
-import gdp  # noqa: E402
-from gdp.benchmarking import compare  # noqa: E402
-from gdp.calibrate import model_of  # noqa: E402
+import gdp
+from gdp.benchmarking import compare
+from gdp.calibrate import model_of
+from gdp.rewrites import profiles
+from gdp.rewrites.rule import Rewrite
+from gdp.rewrites.rules import RULES
+from gdp.runtime.cache import default_cache_dir
+from gdp.runtime.targets import Target
 
 # The cpu backend with no substitution of its own: each form compiles as given.
 AS_GIVEN = Target("cpu-as-given", "tvm-llvm", doc="the cpu, substitutions off")

@@ -6,7 +6,7 @@ handle = gdp.run_async(model, {"a": x}, {"c": z}, profile=True)
 gdp.sync()
 """
 
-from gdp.api import compile, default_target, load, run_async, set_target, sync  # noqa: E402,I001 - errors first: all layers use them
+from gdp.api import compile, default_target, load, run_async, set_target, sync
 from gdp.errors import (
     CompileError,
     DeviceError,

@@ -17,7 +17,7 @@ from gdp.runtime import queue
 from gdp.runtime.targets import Target, get_target
 
 
-def compile(  # noqa: A001 - GDPNPU's name, kept on purpose
+def compile(
     program: Any,
     outputs: Sequence | Mapping | None = None,
     *,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
+
 from gdp.ops.image import GRAY_WEIGHTS_RGB, rgb_to_gray_u8
 
 

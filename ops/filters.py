@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 import tensorflow as tf
+
 from gdp.ops import border as B
 from gdp.ops.image import correlate
 

@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 import tensorflow as tf
+
 from gdp.ops.border import BORDER_CONSTANT, BORDER_REPLICATE, border_value
 
 # cv::resize's interpolation codes, so ops/ needs no cv2.

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import onnx
+
 from gdp.rewrites.canonicalize import canonical_names
 from gdp.rewrites.profiles import CostProfile, load_profile
 from gdp.rewrites.rule import Rewrite

@@ -28,10 +28,10 @@ from collections.abc import Mapping
 
 import numpy as np
 import onnx
-from gdp.ops import precision as P
 from onnx import TensorProto, helper, numpy_helper
 
 from gdp.errors import UnsupportedOpError
+from gdp.ops import precision as P
 
 # gdp keeps stored fp16 magnitudes at or below this (fp16 tops at 65504): a margin of 4 for
 # rounding and for one more add before the next check.

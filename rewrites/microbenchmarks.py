@@ -9,8 +9,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import onnx
-from gdp.rewrites.rule import Builder, Graph
 from onnx import TensorProto, helper, numpy_helper
+
+from gdp.rewrites.rule import Builder, Graph
 
 H, W = 1024, 2048
 F32 = TensorProto.FLOAT

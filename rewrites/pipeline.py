@@ -17,12 +17,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import onnx
+
+from gdp.errors import InputError
 from gdp.rewrites import SUBSTITUTIONS, apply_rewrites
 from gdp.rewrites.fp16 import to_fp16
 from gdp.rewrites.profiles import CostProfile
 from gdp.rewrites.specialize import specialize_shapes
-
-from gdp.errors import InputError
 
 
 @dataclass(frozen=True)

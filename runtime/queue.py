@@ -12,9 +12,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from gdp.runtime.profiling import Profile
-
 from gdp.errors import ExecutionError, GdpError
+from gdp.runtime.profiling import Profile
 
 
 class Task:

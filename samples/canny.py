@@ -12,6 +12,8 @@ import numpy as np
 import photos
 import tensorflow as tf
 import workload
+
+import gdp
 from gdp.ops.image import (
     canny_candidates,
     canny_thresholds,
@@ -20,8 +22,6 @@ from gdp.ops.image import (
     rgb_to_gray_u8,
     sobel_3x3,
 )
-
-import gdp
 
 LOW, HIGH = 50, 150
 L2_GRADIENT = False

@@ -5,6 +5,7 @@ import numpy as np
 import photos
 import tensorflow as tf
 import workload
+
 from gdp.ops.image import laplacian, rgb_to_gray
 
 

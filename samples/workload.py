@@ -17,9 +17,9 @@ from types import ModuleType
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import gdp  # noqa: E402
+import gdp
 
 # GDPNPU's six workloads, then an inference server's preprocessing (the benchmark's rows).
 WORKLOADS = [

@@ -7,9 +7,9 @@ os.environ["GDP_CACHE_DIR"] = os.path.join(
     os.environ.get("PYTEST_TMPDIR", "/tmp"), f"gdp-test-cache-{os.getpid()}"
 )
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import skimage.data  # noqa: E402
+import numpy as np
+import pytest
+import skimage.data
 
 
 @pytest.fixture(scope="session")

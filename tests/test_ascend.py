@@ -23,18 +23,18 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+
+import gdp
+from gdp.errors import CompileError, DeviceError, TargetError, UnsupportedOpError
 from gdp.runtime.backends.ascend import acl_runtime
 from gdp.runtime.backends.ascend.backend import AscendBackend, parse_npu_smi
 from gdp.runtime.backends.ascend.cann_onnx_ops import CANN_ONNX_OPS
 from gdp.runtime.backends.ascend.export import export
 from gdp.runtime.backends.tvm.llvm import TvmLlvmBackend
-
-import gdp
-from gdp.errors import CompileError, DeviceError, TargetError, UnsupportedOpError
 from tests.fake_acl import FakeAcl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "samples"))
-import workload  # noqa: E402
+import workload
 
 SOC = "Ascend310P3"
 WORKLOADS = ["tone", "gaussian", "sharpness", "canny", "mean_std", "knn"]
@@ -342,10 +342,11 @@ def test_without_pyacl_the_error_says_what_to_install(fake_npu, tmp_path, monkey
 def test_small_integer_arithmetic_widened_wraps_like_numpy(dtype):
     """((a + b) * a - b) / c on small integers (with overflow): the widened graph (what opsets
     11..13 can hold) on onnxruntime against NumPy's wrap-around arithmetic."""
+    from onnx import helper
+
     from gdp.rewrites.rules.small_integer_arithmetic_widened import (
         RULE as small_integer_arithmetic_widened,
     )
-    from onnx import helper
 
     elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
     signed = np.dtype(dtype).kind == "i"

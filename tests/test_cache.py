@@ -7,12 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import gdp.runtime.cache
 import numpy as np
 import onnx
 import pytest
 
 import gdp
+import gdp.runtime.cache
 from tests.models import affine, affine_oracle
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,12 +8,12 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import skimage.data
-from gdp.rewrites import profiles
-from gdp.rewrites.rules.neighbour_differences import RULE as neighbour_differences
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gdp
+from gdp.rewrites import profiles
+from gdp.rewrites.rules.neighbour_differences import RULE as neighbour_differences
 
 tf = pytest.importorskip("tensorflow")
 

@@ -12,14 +12,14 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from gdp.ops import precision as P
-from gdp.rewrites.fp16 import to_fp16
 
 import gdp
 from gdp.errors import InputError, TargetError, UnsupportedOpError
+from gdp.ops import precision as P
+from gdp.rewrites.fp16 import to_fp16
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "samples"))
-import workload  # noqa: E402
+import workload
 
 # GDPNPU's table 5-4: relative error of fp16 against fp32, per workload (canny and knn: the
 # same edges and the same neighbour). gdp measures sum|fp16 - fp32| / sum|fp32| per output.
@@ -123,9 +123,8 @@ def test_fp32_arithmetic_rounds_only_stored_values():
 def test_naive_fp16_overflows_where_scaling_does_not():
     """sharpness squares Laplacians of 0..255 images (up to 4 million): plain fp16 gives inf."""
     module = importlib.import_module("sharpness")
-    from gdp.rewrites import specialize_shapes
-
     from gdp.frontend import to_onnx
+    from gdp.rewrites import specialize_shapes
 
     graph = specialize_shapes(to_onnx(module.program), {"rgb": (1080, 1920, 3)})
     checker = adversarial((1080, 1920, 3), np.uint8, 255)["checkerboard"]

@@ -8,16 +8,16 @@ import numpy as np
 import onnx
 import pytest
 import tvm
-from gdp.ops import mapping as M
-from gdp.runtime import fusion as F
-from gdp.runtime.backends.tvm import fusion as T
-from gdp.runtime.backends.tvm import llvm_schedules
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 from tvm import relax
 
 import gdp
+from gdp.ops import mapping as M
+from gdp.runtime import fusion as F
+from gdp.runtime.backends.tvm import fusion as T
+from gdp.runtime.backends.tvm import llvm_schedules
 
 # The planner's tests run under the cpu backend's kernel rules, what its schedules run as one
 # kernel (the expected plans below are the cpu's).

@@ -11,12 +11,12 @@ import textwrap
 import numpy as np
 import onnx
 import onnxruntime as ort
+
+from gdp.calibrate import microbenchmarks, model_of
 from gdp.rewrites import REWRITES, SUBSTITUTIONS, profiles, rules
 from gdp.rewrites.microbenchmarks import BASIC
 from gdp.rewrites.rule import Rewrite
 from gdp.runtime.targets import TARGETS
-
-from gdp.calibrate import microbenchmarks, model_of
 
 
 def rule_files(path) -> set[str]:

@@ -5,8 +5,8 @@ import onnx
 import onnxruntime as ort
 import pytest
 import tf2onnx
-from gdp.rewrites import REWRITES, apply_rewrites, canonical_names, specialize_shapes
 
+from gdp.rewrites import REWRITES, apply_rewrites, canonical_names, specialize_shapes
 from tests.pipelines import NORMALIZE_BLUR
 
 

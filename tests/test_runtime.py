@@ -4,9 +4,9 @@ import threading
 
 import numpy as np
 import pytest
-from gdp.runtime import queue
 
 import gdp
+from gdp.runtime import queue
 from tests.models import affine, affine_oracle
 
 
@@ -135,9 +135,10 @@ def test_cpu_converts_float_to_int_in_one_step_and_matches_numpy():
     turns it back into one conversion (ONNX leaves out-of-range casts undefined). In-range
     values convert as NumPy converts them (toward zero)."""
     import onnx
-    from gdp.runtime.backends.tvm.relax_import import PlainFloatToInt
     from onnx import TensorProto, helper
     from tvm.relax.frontend.onnx import from_onnx
+
+    from gdp.runtime.backends.tvm.relax_import import PlainFloatToInt
 
     targets = {"i32": TensorProto.INT32, "u8": TensorProto.UINT8, "i8": TensorProto.INT8}
     graph = helper.make_graph(

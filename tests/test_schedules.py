@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import tvm
-from gdp.runtime.backends.tvm import llvm_schedules as S
 from tvm import te
+
+from gdp.runtime.backends.tvm import llvm_schedules as S
 
 H, W = 64, 48
 

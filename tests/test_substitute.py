@@ -6,16 +6,16 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnxruntime as ort
-from gdp.rewrites import profiles
-from gdp.rewrites.rules.channel_parallel_filters import RULE as channel_parallel_filters
-from gdp.rewrites.rules.separable_filters import RULE as separable_filters
-from gdp.rewrites.rules.split_reduce import RULE as split_reduce
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 import gdp
 from gdp.frontend.common import IR_VERSION, OPSET
+from gdp.rewrites import profiles
+from gdp.rewrites.rules.channel_parallel_filters import RULE as channel_parallel_filters
+from gdp.rewrites.rules.separable_filters import RULE as separable_filters
+from gdp.rewrites.rules.split_reduce import RULE as split_reduce
 
 REDUCTIONS = {
     "ReduceMin": np.min,
@@ -145,6 +145,7 @@ def test_a_kernel_gdp_cannot_schedule_still_compiles_and_says_so(tmp_path, monke
     every kernel gdp knows how to schedule no longer needs the fallback."""
     import pytest
     import tvm
+
     from gdp.runtime.backends.tvm import llvm_schedules as tvm_schedules
 
     def refuse(func, cores):

@@ -75,7 +75,7 @@ def _channel_error(scn: int) -> _cv2.error:
 
 
 @common.accelerate("cvtColor")
-def cvtColor(src, code, dst=None, dstCn=0, hint=None):  # noqa: N802, N803
+def cvtColor(src, code, dst=None, dstCn=0, hint=None):
     # hint: OpenCV's ALGO_HINT_*; gdp's result is its accurate one whatever the hint.
     graph = engine.is_graph_call(src)
     if not graph:

@@ -24,7 +24,7 @@ def strict() -> bool:
     return os.environ.get("GDP_CV2_STRICT", "") not in ("", "0")
 
 
-class NotAccelerated(Exception):  # noqa: N818 - a signal, not an error a caller sees
+class NotAccelerated(Exception):
     """Raised by an accelerated function for a case gdp does not accelerate (`reason` says
     which). Private to gdp.cv2: the `accelerate` wrapper of the outermost gdp.cv2 call catches
     it and hands that call on to OpenCV as the caller made it."""

@@ -46,7 +46,7 @@ def _blob(*images, size, crop, swap_rb, mean, scale, float_out):
     return tf.stack(planes)
 
 
-def _blob_call(func, images, scalefactor, size, mean, swapRB, crop, ddepth):  # noqa: N803
+def _blob_call(func, images, scalefactor, size, mean, swapRB, crop, ddepth):
     images = [common.image(func, im, "image") for im in images]
     if not images:
         raise common.error(func, "!images_.empty()")
@@ -88,7 +88,7 @@ def blobFromImage(
     size=None,
     mean=None,
     swapRB=False,
-    crop=False,  # noqa: N802,N803
+    crop=False,
     ddepth=_cv2.CV_32F,
 ):
     return _blob_call("blobFromImage", [image], scalefactor, size, mean, swapRB, crop, ddepth)
@@ -101,7 +101,7 @@ def blobFromImages(
     size=None,
     mean=None,
     swapRB=False,
-    crop=False,  # noqa: N802,N803
+    crop=False,
     ddepth=_cv2.CV_32F,
 ):
     return _blob_call("blobFromImages", list(images), scalefactor, size, mean, swapRB, crop, ddepth)

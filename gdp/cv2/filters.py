@@ -87,14 +87,14 @@ def _ksize(ksize) -> tuple[int, int]:
 
 
 @common.accelerate("GaussianBlur")
-def GaussianBlur(  # noqa: N802
+def GaussianBlur(
     src,
     ksize,
     sigmaX,
     dst=None,
     sigmaY=0,
     borderType=_cv2.BORDER_DEFAULT,
-    hint=None,  # noqa: N803
+    hint=None,
 ):
     src = common.image("GaussianBlur", src)
     kw, kh = _ksize(ksize)
@@ -135,14 +135,14 @@ def _box(src, out_dtype, ksize, anchor, normalize, border):
 
 
 @common.accelerate("boxFilter")
-def boxFilter(  # noqa: N802
+def boxFilter(
     src,
     ddepth,
     ksize,
     dst=None,
     anchor=(-1, -1),
     normalize=True,
-    borderType=_cv2.BORDER_DEFAULT,  # noqa: N803
+    borderType=_cv2.BORDER_DEFAULT,
 ):
     src = common.image("boxFilter", src)
     kw, kh = _ksize(ksize)
@@ -163,7 +163,7 @@ def boxFilter(  # noqa: N802
 
 
 @common.accelerate("blur")
-def blur(src, ksize, dst=None, anchor=(-1, -1), borderType=_cv2.BORDER_DEFAULT):  # noqa: N803
+def blur(src, ksize, dst=None, anchor=(-1, -1), borderType=_cv2.BORDER_DEFAULT):
     return boxFilter(src, -1, ksize, dst=dst, anchor=anchor, normalize=True, borderType=borderType)
 
 
@@ -210,14 +210,14 @@ def _run_linear(
 
 
 @common.accelerate("filter2D")
-def filter2D(  # noqa: N802
+def filter2D(
     src,
     ddepth,
     kernel,
     dst=None,
     anchor=(-1, -1),
     delta=0,
-    borderType=_cv2.BORDER_DEFAULT,  # noqa: N803
+    borderType=_cv2.BORDER_DEFAULT,
 ):
     src = common.image("filter2D", src)
     kernel = np.asarray(kernel, np.float64)
@@ -232,15 +232,15 @@ def filter2D(  # noqa: N802
 
 
 @common.accelerate("sepFilter2D")
-def sepFilter2D(  # noqa: N802
+def sepFilter2D(
     src,
     ddepth,
     kernelX,
     kernelY,
     dst=None,
     anchor=(-1, -1),
-    delta=0,  # noqa: N803
-    borderType=_cv2.BORDER_DEFAULT,  # noqa: N803
+    delta=0,
+    borderType=_cv2.BORDER_DEFAULT,
 ):
     src = common.image("sepFilter2D", src)
     border = _border("sepFilter2D", borderType)
@@ -260,7 +260,7 @@ def sepFilter2D(  # noqa: N802
 
 
 @common.accelerate("Sobel")
-def Sobel(  # noqa: N802
+def Sobel(
     src,
     ddepth,
     dx,
@@ -269,7 +269,7 @@ def Sobel(  # noqa: N802
     ksize=3,
     scale=1,
     delta=0,
-    borderType=_cv2.BORDER_DEFAULT,  # noqa: N803
+    borderType=_cv2.BORDER_DEFAULT,
 ):
     src = common.image("Sobel", src)
     if ksize != -1 and (ksize <= 0 or ksize % 2 == 0 or ksize > 31):
@@ -292,7 +292,7 @@ def Sobel(  # noqa: N802
 
 
 @common.accelerate("Scharr")
-def Scharr(  # noqa: N802
+def Scharr(
     src,
     ddepth,
     dx,
@@ -300,7 +300,7 @@ def Scharr(  # noqa: N802
     dst=None,
     scale=1,
     delta=0,
-    borderType=_cv2.BORDER_DEFAULT,  # noqa: N803
+    borderType=_cv2.BORDER_DEFAULT,
 ):
     src = common.image("Scharr", src)
     if dx < 0 or dy < 0 or dx + dy != 1:
@@ -311,14 +311,14 @@ def Scharr(  # noqa: N802
 
 
 @common.accelerate("Laplacian")
-def Laplacian(  # noqa: N802
+def Laplacian(
     src,
     ddepth,
     dst=None,
     ksize=1,
     scale=1,
     delta=0,
-    borderType=_cv2.BORDER_DEFAULT,  # noqa: N803
+    borderType=_cv2.BORDER_DEFAULT,
 ):
     src = common.image("Laplacian", src)
     if ksize <= 0 or ksize % 2 == 0 or ksize > 31:
@@ -342,7 +342,7 @@ def Laplacian(  # noqa: N802
 
 
 @common.accelerate("medianBlur")
-def medianBlur(src, ksize, dst=None):  # noqa: N802
+def medianBlur(src, ksize, dst=None):
     src = common.image("medianBlur", src)
     if ksize <= 1 or ksize % 2 == 0:
         raise common.error("medianBlur", "(ksize % 2 == 1) && (ksize > 1)")
@@ -364,7 +364,7 @@ def _morph(src, kernel, anchor, dilate, iterations, border, border_value):
     return out
 
 
-def _morph_params(func, kernel, anchor, iterations, borderType, borderValue):  # noqa: N803
+def _morph_params(func, kernel, anchor, iterations, borderType, borderValue):
     kernel = np.ones((3, 3), np.uint8) if kernel is None or np.size(kernel) == 0 else kernel
     kernel = (np.asarray(kernel) != 0).astype(np.uint8)
     default = borderValue is None or (
@@ -379,7 +379,7 @@ def _morph_params(func, kernel, anchor, iterations, borderType, borderValue):  #
     )
 
 
-def _morph_call(func, dilate, src, kernel, dst, anchor, iterations, borderType, borderValue):  # noqa: N803
+def _morph_call(func, dilate, src, kernel, dst, anchor, iterations, borderType, borderValue):
     src = common.image(func, src)
     if not _takes(src):
         raise common.NotAccelerated(f"{src.dtype} is not accelerated")
@@ -396,7 +396,7 @@ def erode(
     iterations=1,
     borderType=_cv2.BORDER_CONSTANT,
     borderValue=None,
-):  # noqa: N803
+):
     return _morph_call(
         "erode", False, src, kernel, dst, anchor, iterations, borderType, borderValue
     )
@@ -411,7 +411,7 @@ def dilate(
     iterations=1,
     borderType=_cv2.BORDER_CONSTANT,
     borderValue=None,
-):  # noqa: N803
+):
     return _morph_call(
         "dilate", True, src, kernel, dst, anchor, iterations, borderType, borderValue
     )
@@ -456,10 +456,10 @@ def morphologyEx(
     kernel,
     dst=None,
     anchor=(-1, -1),
-    iterations=1,  # noqa: N802
+    iterations=1,
     borderType=_cv2.BORDER_CONSTANT,
     borderValue=None,
-):  # noqa: N803
+):
     src = common.image("morphologyEx", src)
     ops = (
         _cv2.MORPH_ERODE,
@@ -489,7 +489,7 @@ CANNY_ROUNDS = 8
 
 
 @common.accelerate("Canny")
-def Canny(image, threshold1, threshold2, edges=None, apertureSize=3, L2gradient=False):  # noqa: N802,N803
+def Canny(image, threshold1, threshold2, edges=None, apertureSize=3, L2gradient=False):
     image = common.image("Canny", image, "image")
     if apertureSize not in (3, 5, 7):
         raise common.error(

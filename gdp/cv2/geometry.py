@@ -18,7 +18,7 @@ def _border_type(func: str, border_type: int, allowed=tuple(ops_border.BORDER_NA
 
 
 @common.accelerate("copyMakeBorder")
-def copyMakeBorder(src, top, bottom, left, right, borderType, dst=None, value=None):  # noqa: N802
+def copyMakeBorder(src, top, bottom, left, right, borderType, dst=None, value=None):
     src = common.image("copyMakeBorder", src)
     if min(top, bottom, left, right) < 0:
         raise common.error("copyMakeBorder", "top >= 0 && bottom >= 0 && left >= 0 && right >= 0")
@@ -46,7 +46,7 @@ def _flip(image, code: int):
 
 
 @common.accelerate("flip")
-def flip(src, flipCode, dst=None):  # noqa: N803
+def flip(src, flipCode, dst=None):
     src = common.image("flip", src)
     code = 0 if flipCode == 0 else (1 if flipCode > 0 else -1)
     return engine.call("flip", _flip, [src], {"code": code}, dst)
@@ -73,7 +73,7 @@ def _rotate(image, code: int):
 
 
 @common.accelerate("rotate")
-def rotate(src, rotateCode, dst=None):  # noqa: N803
+def rotate(src, rotateCode, dst=None):
     src = common.image("rotate", src)
     codes = (_cv2.ROTATE_90_CLOCKWISE, _cv2.ROTATE_180, _cv2.ROTATE_90_COUNTERCLOCKWISE)
     if rotateCode not in codes:
@@ -131,7 +131,7 @@ _WARP_INTERPOLATIONS = {
 _WARP_BORDERS = (_cv2.BORDER_CONSTANT, _cv2.BORDER_REPLICATE)
 
 
-def _affine_matrix(M) -> np.ndarray:  # noqa: N803
+def _affine_matrix(M) -> np.ndarray:
     m = np.asarray(M) if not common.is_tensor(M) else None
     if m is None or m.shape != (2, 3) or m.dtype not in (np.float32, np.float64):
         got = "a tensor" if m is None else f"{m.dtype} {m.shape}"
@@ -144,14 +144,14 @@ def _affine_matrix(M) -> np.ndarray:  # noqa: N803
 
 
 @common.accelerate("warpAffine")
-def warpAffine(  # noqa: N802
+def warpAffine(
     src,
-    M,  # noqa: N803
+    M,
     dsize,
     dst=None,
     flags=_cv2.INTER_LINEAR,
-    borderMode=_cv2.BORDER_CONSTANT,  # noqa: N803
-    borderValue=None,  # noqa: N803
+    borderMode=_cv2.BORDER_CONSTANT,
+    borderValue=None,
     hint=None,  # OpenCV's ALGO_HINT_*: gdp's result is its accurate one whatever the hint
 ):
     src = common.image("warpAffine", src)

@@ -50,7 +50,7 @@ def _threshold_otsu(image, maxval, kind):
 
 
 @common.accelerate("threshold")
-def threshold(src, thresh, maxval, type, dst=None):  # noqa: A002
+def threshold(src, thresh, maxval, type, dst=None):
     src, graph = _src("threshold", src)
     kind = int(type) & _cv2.THRESH_MASK
     automatic = int(type) & ~_cv2.THRESH_MASK
@@ -91,7 +91,7 @@ def threshold(src, thresh, maxval, type, dst=None):  # noqa: A002
 
 
 @common.accelerate("convertScaleAbs")
-def convertScaleAbs(src, dst=None, alpha=1.0, beta=0.0):  # noqa: N802
+def convertScaleAbs(src, dst=None, alpha=1.0, beta=0.0):
     src, graph = _src("convertScaleAbs", src)
     params = {"alpha": float(alpha), "beta": float(beta)}
     if _dtype(src) not in ("uint8", "float32"):
@@ -106,7 +106,7 @@ def _add_weighted(a, b, alpha, beta, gamma, dtype):
 
 
 @common.accelerate("addWeighted")
-def addWeighted(src1, alpha, src2, beta, gamma, dst=None, dtype=-1):  # noqa: N802
+def addWeighted(src1, alpha, src2, beta, gamma, dst=None, dtype=-1):
     src1, graph = _src("addWeighted", src1, "src1")
     if not graph:
         src2 = common.image("addWeighted", src2, "src2")
@@ -134,7 +134,7 @@ def addWeighted(src1, alpha, src2, beta, gamma, dst=None, dtype=-1):  # noqa: N8
 
 
 @common.accelerate("LUT")
-def LUT(src, lut, dst=None):  # noqa: N802
+def LUT(src, lut, dst=None):
     src, graph = _src("LUT", src)
     cn = common.channels(src)
     table = lut if graph else np.asarray(lut)
@@ -204,7 +204,7 @@ def _stat_src(func: str, src, mask=None, accept=("uint8", "float32")):
 
 
 @common.accelerate("meanStdDev")
-def meanStdDev(src, mean=None, stddev=None, mask=None):  # noqa: N802
+def meanStdDev(src, mean=None, stddev=None, mask=None):
     src, graph, reason = _stat_src("meanStdDev", src, mask)
     if reason:
         raise common.NotAccelerated(reason)
@@ -236,7 +236,7 @@ def mean(src, mask=None):
 
 
 @common.accelerate("sumElems")
-def sumElems(src):  # noqa: N802
+def sumElems(src):
     src, graph, reason = _stat_src("sumElems", src)
     if reason:
         raise common.NotAccelerated(reason)
@@ -246,7 +246,7 @@ def sumElems(src):  # noqa: N802
 
 
 @common.accelerate("minMaxLoc")
-def minMaxLoc(src, mask=None):  # noqa: N802
+def minMaxLoc(src, mask=None):
     src, graph, reason = _stat_src("minMaxLoc", src, mask)
     _one_channel("minMaxLoc", src, "(cn == 1 || (_mask.empty() && !minIdx && !maxIdx))")
     if reason:
@@ -263,7 +263,7 @@ def minMaxLoc(src, mask=None):  # noqa: N802
 
 
 @common.accelerate("countNonZero")
-def countNonZero(src):  # noqa: N802
+def countNonZero(src):
     src, graph, reason = _stat_src(
         "countNonZero", src, accept=("uint8", "int8", "uint16", "int16", "int32", "float32")
     )
@@ -276,7 +276,7 @@ def countNonZero(src):  # noqa: N802
 
 
 @common.accelerate("equalizeHist")
-def equalizeHist(src, dst=None):  # noqa: N802
+def equalizeHist(src, dst=None):
     src, graph = _src("equalizeHist", src)
     if _dtype(src) != "uint8" or common.channels(src) != 1:
         raise common.error("equalizeHist", "_src.type() == CV_8UC1")

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import onnx_ir as ir
+from onnx import helper
+
 from gdp.rewrites.microbenchmarks import F32, W, graph
 from gdp.rewrites.profiles import CostProfile
 from gdp.rewrites.rule import Builder, Graph, constant
-from onnx import helper
 
 
 def depthwise(node: ir.Node) -> tuple[ir.Value, np.ndarray] | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx_ir as ir
+
 from gdp.rewrites.profiles import CostProfile
 from gdp.rewrites.rule import Place, Rewrite, constant, initializer
 from gdp.rewrites.rules._depthwise import GAUSSIANS, depthwise, timed_forms, times

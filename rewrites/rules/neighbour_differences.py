@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 import onnx_ir as ir
+from onnx import helper
+
 from gdp.rewrites.microbenchmarks import BASIC, F32, graph
 from gdp.rewrites.profiles import CostProfile
 from gdp.rewrites.rule import Graph, Place, Rewrite, constant, initializer
 from gdp.rewrites.rules._depthwise import CONV
-from onnx import helper
 
 
 def _term(value: ir.Value) -> tuple[float, ir.Value] | None:

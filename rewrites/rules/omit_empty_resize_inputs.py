@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import onnx_ir as ir
+
 from gdp.rewrites.rule import Place, Rewrite, constant
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx_ir as ir
+
 from gdp.rewrites.rule import Place, Rewrite, constant, initializer
 
 # Integer types whose every value a float32 holds exactly: casting them to float32 and back is

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx_ir as ir
+
 from gdp.rewrites.rule import Place, Rewrite, constant, initializer
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnx_ir as ir
+
 from gdp.rewrites.rule import Place, Rewrite, initializer
 
 # Small integer types ONNX's arithmetic takes only from opset 14: their widened type (products of

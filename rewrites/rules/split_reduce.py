@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import onnx_ir as ir
+from onnx import helper
+
 from gdp.rewrites.microbenchmarks import BASIC, F32, graph
 from gdp.rewrites.profiles import CostProfile
 from gdp.rewrites.rule import Graph, Place, Rewrite, constant, initializer
-from onnx import helper
 
 # Reductions below this many input elements are left alone: the split's extra kernel costs
 # more than it could save.

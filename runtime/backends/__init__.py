@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import importlib
 
-from gdp.runtime.backends.base import Backend, CostProfile, Executable
-
 from gdp.errors import TargetError
+from gdp.runtime.backends.base import Backend, CostProfile, Executable
 
 __all__ = ["BACKENDS", "Backend", "CostProfile", "Executable", "get_backend"]
 

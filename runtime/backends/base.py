@@ -8,6 +8,7 @@ from typing import Protocol
 
 import numpy as np
 import onnx
+
 from gdp.runtime.profiling import Profile
 
 

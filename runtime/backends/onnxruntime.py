@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
-from gdp.runtime.backends.base import Backend, CostProfile, Executable
-from gdp.runtime.profiling import Profile
 
 from gdp.errors import CompileError
+from gdp.runtime.backends.base import Backend, CostProfile, Executable
+from gdp.runtime.profiling import Profile
 
 
 class OnnxRuntimeExecutable(Executable):

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from gdp.runtime.backends.base import Executable
-from gdp.runtime.profiling import Profile
 
 from gdp.errors import CompileError, DeviceError, TargetError
+from gdp.runtime.backends.base import Executable
+from gdp.runtime.profiling import Profile
 
 # acl constants (CANN's acl_base.h, acl_rt.h, acl_prof.h).
 ACL_SUCCESS = 0

@@ -24,14 +24,14 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from onnx import helper
+
+from gdp.errors import CompileError, TargetError
 from gdp.runtime.backends.ascend import acl_runtime, cann_onnx_ops
 from gdp.runtime.backends.ascend import export as ascend_export
 from gdp.runtime.backends.ascend.acl_runtime import AclExecutable, TensorSpec
 from gdp.runtime.backends.ascend.export import DEFAULT_OPSET, export
 from gdp.runtime.backends.base import Backend, CostProfile, Executable
-from onnx import helper
-
-from gdp.errors import CompileError, TargetError
 
 ONNX_FILE = "model.onnx"
 OM_STEM = "model"  # ATC appends .om

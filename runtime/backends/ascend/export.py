@@ -7,10 +7,10 @@ npu-emulate target run exactly this graph.
 from __future__ import annotations
 
 import onnx
-from gdp.runtime.backends.ascend.cann_onnx_ops import AVOID, CANN_ONNX_OPS, CANN_VERSION
 from onnx import version_converter
 
 from gdp.errors import CompileError, TargetError, UnsupportedOpError
+from gdp.runtime.backends.ascend.cann_onnx_ops import AVOID, CANN_ONNX_OPS, CANN_VERSION
 
 DEFAULT_OPSET = 13
 MIN_OPSET = 11

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import onnx
+
 from gdp.runtime.backends.ascend.backend import AscendBackend, export_code_hash
 from gdp.runtime.backends.ascend.export import DEFAULT_OPSET, export
 from gdp.runtime.backends.base import CostProfile

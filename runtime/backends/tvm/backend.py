@@ -24,13 +24,13 @@ from types import ModuleType
 
 import onnx
 import tvm
+
+from gdp.errors import CompileError, TargetError
 from gdp.runtime.backends.base import Backend, CostProfile, Executable
 from gdp.runtime.backends.tvm import executable, fusion, lowering, relax_import
 from gdp.runtime.backends.tvm.executable import TvmExecutable
 from gdp.runtime.backends.tvm.fusion import DEFAULT_FUSION, FUSIONS, Schedules
 from gdp.runtime.fusion import CostModel, planner
-
-from gdp.errors import CompileError, TargetError
 
 LIBRARY = "model.so"
 

@@ -8,9 +8,10 @@ import time
 import numpy as np
 import tvm
 import tvm_ffi
+from tvm.runtime.vm import VirtualMachine
+
 from gdp.runtime.backends.base import Executable
 from gdp.runtime.profiling import Profile
-from tvm.runtime.vm import VirtualMachine
 
 # DLPack's device type of host memory.
 _DLPACK_CPU = 1

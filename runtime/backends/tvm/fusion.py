@@ -23,9 +23,10 @@ from typing import Protocol
 
 import numpy as np
 import tvm
+from tvm import relax
+
 from gdp.ops import mapping as M
 from gdp.runtime import fusion as F
-from tvm import relax
 
 FUSIONS = ("gdp", "tvm", "none")
 DEFAULT_FUSION = "gdp"
@@ -413,13 +414,13 @@ def _bind_any(expr: relax.Expr, mapping: dict) -> relax.Expr:
 
     @relax.expr_functor.mutator
     class Replace(relax.PyExprMutator):
-        def visit_var_(self, op):  # noqa: N802 - TVM's visitor names
+        def visit_var_(self, op):
             return mapping.get(op, op)
 
-        def visit_dataflow_var_(self, op):  # noqa: N802
+        def visit_dataflow_var_(self, op):
             return mapping.get(op, op)
 
-        def visit_generic_const_(self, op):  # noqa: N802
+        def visit_generic_const_(self, op):
             return mapping.get(op, op)
 
     return Replace().visit_expr(expr)

@@ -12,9 +12,10 @@ import os
 from pathlib import Path
 
 import tvm
+from tvm.relax.backend.cpu_generic import pipeline as cpu_pipeline
+
 from gdp.runtime.backends.tvm import llvm_schedules
 from gdp.runtime.backends.tvm.backend import TvmBackend
-from tvm.relax.backend.cpu_generic import pipeline as cpu_pipeline
 
 
 def _host_target_dict() -> dict:

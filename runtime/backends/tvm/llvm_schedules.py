@@ -35,9 +35,10 @@ import os
 import warnings
 
 import tvm
+from tvm.s_tir import meta_schedule as ms
+
 from gdp.runtime.backends.tvm.fusion import leading_spatial_axes
 from gdp.runtime.fusion import KernelRules
-from tvm.s_tir import meta_schedule as ms
 
 # Jobs per core for the parallel loop; vector extent in elements; explicit unroll steps.
 MAX_JOBS_PER_CORE = 16

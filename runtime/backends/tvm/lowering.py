@@ -11,9 +11,10 @@ from collections.abc import Callable
 from types import ModuleType
 
 import tvm
+from tvm import relax
+
 from gdp.runtime.backends.tvm.fusion import Schedules, fuse
 from gdp.runtime.fusion import CostModel
-from tvm import relax
 
 _FUSION_PASSES = ("FuseOps", "FuseTIR")
 
