@@ -1,7 +1,8 @@
 """pyACL (the `acl` module of Huawei's CANN) behind gdp's Executable: the ceremony GDPNPU hid behind
 compile / run_async / sync.
 
-Protocol, as CANN documents it and as tests/test_ascend.py checks against a recording fake:
+Protocol, as CANN documents it and as tests/runtime/backends/ascend/test_ascend.py checks
+against a recording fake:
 - acl.init once per process; per device used: set_device, create_context, create_stream, once;
 - each .om loaded once per device (load_from_file), its description read once (create_desc,
   get_desc), one device buffer per input and output allocated once (rt.malloc) and wrapped in

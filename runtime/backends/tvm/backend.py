@@ -17,6 +17,7 @@ must be set before the first kernel runs, such as a thread pool's size).
 from __future__ import annotations
 
 import hashlib
+import inspect
 import sys
 from abc import abstractmethod
 from pathlib import Path
@@ -74,9 +75,10 @@ class TvmBackend(Backend):
         planner and its adapter, this backend and its schedules): a changed schedule must not
         load kernels cached by the old one."""
         digest = hashlib.sha256()
-        backend_module = sys.modules[type(self).__module__]
         shared = (relax_import, lowering, fusion, executable, planner, sys.modules[__name__])
-        for module in (*shared, backend_module, self.schedules):
+        # The modules defining this backend and its schedules (a module, or a class in one).
+        own = (inspect.getmodule(type(self)), inspect.getmodule(self.schedules))
+        for module in (*shared, *own):
             digest.update(Path(module.__file__).read_bytes())
         return digest.hexdigest()[:16]
 

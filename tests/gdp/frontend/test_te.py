@@ -4,13 +4,13 @@ checked against NumPy loops (reads outside the image are zeros) on onnxruntime a
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 import skimage.data
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gdp
+from tests.oracle import run_onnxruntime
 
 te = pytest.importorskip("tvm.te")
 tirx = pytest.importorskip("tvm.tirx")
@@ -38,11 +38,6 @@ def _neighbour_sum(image: np.ndarray, taps: dict) -> np.ndarray:
         shifted[ys, xs] = image[yd, xd]
         out += weight * shifted
     return out
-
-
-def _run_reference(model, feeds: dict) -> np.ndarray:
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(None, feeds)[0]
 
 
 def test_thesis_figure_5_3_upper_neighbour_on_a_photo():
@@ -86,7 +81,7 @@ def test_weighted_form_with_tensor_branches_on_a_colour_image():
     taken = _neighbour_sum(rgb, {(0, 0): 2.0, (-1, 2): -1.5}) > 30.0
     want = np.where(taken, t, f)
     feeds = {"img": rgb, "bright": t, "dark": f}
-    np.testing.assert_array_equal(_run_reference(model, feeds), want)
+    np.testing.assert_array_equal(run_onnxruntime(model, feeds)[0], want)
     np.testing.assert_array_equal(gdp.compile(model, target="cpu")(**feeds), want)
 
 
@@ -129,7 +124,7 @@ def test_any_neighbour_comparison_equals_the_numpy_loop(
     model = gdp.from_te(out, [img])
     taken = np_compare(_neighbour_sum(image, taps), threshold)
     want = np.where(taken, np.float32(values[0]), np.float32(values[1]))
-    np.testing.assert_array_equal(_run_reference(model, {"img": image}), want)
+    np.testing.assert_array_equal(run_onnxruntime(model, {"img": image})[0], want)
 
 
 def _refused(body, match: str, shape=(4, 5), dtype="float32"):

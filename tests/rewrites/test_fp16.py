@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -17,8 +16,9 @@ import gdp
 from gdp.errors import InputError, TargetError, UnsupportedOpError
 from gdp.ops import precision as P
 from gdp.rewrites.fp16 import to_fp16
+from tests import SAMPLES
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "samples"))
+sys.path.insert(0, str(SAMPLES))
 import workload
 
 # GDPNPU's table 5-4: relative error of fp16 against fp32, per workload (canny and knn: the

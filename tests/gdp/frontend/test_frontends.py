@@ -4,7 +4,6 @@ means against NumPy in float64, which is exact where TensorFlow's float32 sums a
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import keras
 import numpy as np
@@ -14,9 +13,9 @@ import tensorflow as tf
 import tf2onnx
 
 import gdp
+from tests import ROOT
 from tests.pipelines import NORMALIZE_BLUR, normalize_blur, normalize_blur_oracle
 
-ROOT = Path(__file__).resolve().parents[1]
 TOL = 1e-5
 # onnxruntime (the reference target) sums in float32 in one long chain, as TensorFlow does: its
 # mean over a photo is off by up to 2.4e-4. gdp's cpu target sums partial sums, held to TOL.

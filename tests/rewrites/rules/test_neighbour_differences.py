@@ -5,7 +5,6 @@ decision each cost profile makes."""
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 import skimage.data
 from hypothesis import given, settings
@@ -14,13 +13,9 @@ from hypothesis import strategies as st
 import gdp
 from gdp.rewrites import profiles
 from gdp.rewrites.rules.neighbour_differences import RULE as neighbour_differences
+from tests.oracle import run_onnxruntime
 
 tf = pytest.importorskip("tensorflow")
-
-
-def run(model, feeds: dict) -> list[np.ndarray]:
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(None, feeds)
 
 
 def onnx_of(fn, shape) -> object:
@@ -39,8 +34,8 @@ def test_vertical_difference_threshold_on_a_photo():
     assert "Conv" in [n.op_type for n in rewritten.graph.node]
     assert "Sub" not in [n.op_type for n in rewritten.graph.node]
     want = (photo[1:] - photo[:-1] > 12.0).astype(np.float32)
-    np.testing.assert_array_equal(run(rewritten, {"img": photo})[0], want)
-    np.testing.assert_array_equal(run(model, {"img": photo})[0], want)
+    np.testing.assert_array_equal(run_onnxruntime(rewritten, {"img": photo})[0], want)
+    np.testing.assert_array_equal(run_onnxruntime(model, {"img": photo})[0], want)
 
 
 @settings(max_examples=30, deadline=None)
@@ -68,7 +63,9 @@ def test_any_two_shifted_slices_become_a_conv(h, w, channels, shift, other, weig
     rewritten, log = neighbour_differences(model, None, force=True)
     image = np.random.default_rng(seed).integers(0, 256, shape).astype(np.float32)
     want = fn(image)["out"]
-    np.testing.assert_allclose(run(rewritten, {"img": image})[0], want, rtol=1e-6, atol=1e-4)
+    np.testing.assert_allclose(
+        run_onnxruntime(rewritten, {"img": image})[0], want, rtol=1e-6, atol=1e-4
+    )
 
 
 def _shifted(x, dy: int, dx: int):
@@ -106,7 +103,9 @@ def test_zero_padded_shifts_become_a_padded_conv(h, w, channels, shift, other, w
     assert "Conv" in [n.op_type for n in rewritten.graph.node]
     image = np.random.default_rng(seed).integers(0, 256, shape).astype(np.float32)
     want = fn(tf.constant(image))["out"].numpy()
-    np.testing.assert_allclose(run(rewritten, {"img": image})[0], want, rtol=1e-6, atol=1e-4)
+    np.testing.assert_allclose(
+        run_onnxruntime(rewritten, {"img": image})[0], want, rtol=1e-6, atol=1e-4
+    )
 
 
 def test_the_profiles_decide():

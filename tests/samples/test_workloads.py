@@ -3,14 +3,14 @@ photos (or seeded features). Behaviour only: speed is the benchmark's business."
 
 import importlib
 import sys
-from pathlib import Path
 
 import pytest
 
-SAMPLES = Path(__file__).resolve().parents[1] / "samples"
+from tests import SAMPLES
+
 sys.path.insert(0, str(SAMPLES))
 
-import workload  # noqa: E402
+import workload
 
 
 @pytest.mark.parametrize("name", workload.WORKLOADS)

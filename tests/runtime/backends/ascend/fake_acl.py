@@ -1,4 +1,4 @@
-"""A recording fake of pyACL's `acl` module for protocol tests (tests/test_ascend.py).
+"""A recording fake of pyACL's `acl` module for protocol tests (test_ascend.py).
 
 It is not an NPU: a "model" is the ONNX file the fake `atc` copied to model.om, run by
 onnxruntime when its stream is synchronised. What it does check is the protocol CANN documents:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
@@ -16,6 +15,7 @@ from gdp.rewrites import profiles
 from gdp.rewrites.rules.channel_parallel_filters import RULE as channel_parallel_filters
 from gdp.rewrites.rules.separable_filters import RULE as separable_filters
 from gdp.rewrites.rules.split_reduce import RULE as split_reduce
+from tests.oracle import run_onnxruntime
 
 REDUCTIONS = {
     "ReduceMin": np.min,
@@ -46,11 +46,6 @@ def reduction(op: str, shape: list[int], axes: list[int], keepdims: int = 0) -> 
     return model
 
 
-def run(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(None, {"x": x})[0]
-
-
 @settings(max_examples=40, deadline=None)
 @given(
     op=st.sampled_from(sorted(REDUCTIONS)),
@@ -66,11 +61,11 @@ def test_split_reduce_equals_the_reduction(op, shape, data, keepdims, seed):
     split, log = split_reduce(model, None, force=True)
     x = np.random.default_rng(seed).random(shape, dtype=np.float32)
     want = REDUCTIONS[op](x.astype(np.float64), axis=tuple(axes), keepdims=bool(keepdims))
-    got = run(split, x)
+    got = run_onnxruntime(split, {"x": x})[0]
     if np.prod(shape) >= 1 << 16 and shape[axes[0]] % 2 == 0:
         assert log and log[0]["applied"], log
         assert any(n.op_type == "Split" for n in split.graph.node)
-    original = run(model, x)
+    original = run_onnxruntime(model, {"x": x})[0]
     if op in ("ReduceMin", "ReduceMax"):
         np.testing.assert_array_equal(got, original)  # picks existing values: exact
     # Sums regroup, so float32 rounding differs: the split stays within float32's worst-case
@@ -92,7 +87,7 @@ def test_profiles_decide_by_their_measurements():
     split, log = split_reduce(model, profiles.NPU_ASCEND310)
     assert log[0]["applied"] is True and log[0]["costs"]["slices"] == 8
     x = np.random.default_rng(1).random((1080, 1920, 3), dtype=np.float32)
-    np.testing.assert_array_equal(run(split, x), x.max(axis=(0, 1)))
+    np.testing.assert_array_equal(run_onnxruntime(split, {"x": x})[0], x.max(axis=(0, 1)))
     # A reduction the profile times only one way is not guessed at.
     _, log = split_reduce(reduction("ReduceSum", [1080, 1920, 3], [0, 1]), profiles.NPU_ASCEND310)
     assert log[0]["applied"] is False and "does not time both" in log[0]["why"]
@@ -200,7 +195,7 @@ def test_separable_filters_equal_the_2d_filter(channels, kh, kw, pads, bias, see
     split, log = separable_filters(model, None, force=True)
     assert log[0]["applied"] and [n.op_type for n in split.graph.node] == ["Conv", "Conv"]
     x = rng.random(shape, dtype=np.float32)
-    want, got = run(model, x), run(split, x)
+    want, got = run_onnxruntime(model, {"x": x})[0], run_onnxruntime(split, {"x": x})[0]
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * np.abs(want).max())
 
 
@@ -214,7 +209,9 @@ def test_separable_filters_leave_full_rank_kernels_and_follow_the_profile():
     split, log = separable_filters(model, profiles.CPU_DEFAULT)
     assert log[0]["applied"] and log[0]["costs"]["separable_ms"] < log[0]["costs"]["direct_ms"]
     x = np.random.default_rng(4).random((1, 3, 1080, 1920), dtype=np.float32)
-    np.testing.assert_allclose(run(split, x), run(model, x), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(
+        run_onnxruntime(split, {"x": x})[0], run_onnxruntime(model, {"x": x})[0], rtol=0, atol=1e-6
+    )
     # The thesis did not time the separable form on the Ascend: not guessed at.
     _, log = separable_filters(model, profiles.NPU_ASCEND310)
     assert not log[0]["applied"] and "does not time both" in log[0]["why"]
@@ -242,7 +239,7 @@ def test_channel_parallel_filters_equal_the_filter(channels, kh, kw, rows, pads,
     parallel, log = channel_parallel_filters(model, None, force=True)
     assert log[0]["applied"] and log[0]["strips"] > 1
     x = rng.random(shape, dtype=np.float32)
-    want, got = run(model, x), run(parallel, x)
+    want, got = run_onnxruntime(model, {"x": x})[0], run_onnxruntime(parallel, {"x": x})[0]
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * max(np.abs(want).max(), 1))
 
 
@@ -253,7 +250,12 @@ def test_channel_parallel_follows_the_profile():
     parallel, log = channel_parallel_filters(model, profiles.NPU_ASCEND310)
     assert log[0]["applied"] and log[0]["strips"] == 8  # 1080 rows: 8 strips of 135
     x = np.random.default_rng(6).random((1, 3, 1080, 1920), dtype=np.float32)
-    np.testing.assert_allclose(run(parallel, x), run(model, x), rtol=0, atol=1e-5)
+    np.testing.assert_allclose(
+        run_onnxruntime(parallel, {"x": x})[0],
+        run_onnxruntime(model, {"x": x})[0],
+        rtol=0,
+        atol=1e-5,
+    )
     # The cpu measures the strips slower: left alone.
     same, log = channel_parallel_filters(model, profiles.CPU_DEFAULT)
     assert same is model and not log[0]["applied"]

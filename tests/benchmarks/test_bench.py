@@ -3,9 +3,8 @@
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests import ROOT
 
 
 def test_gdp_bench_writes_json_and_markdown(tmp_path):

@@ -2,17 +2,12 @@
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 import tf2onnx
 
 from gdp.rewrites import REWRITES, apply_rewrites, canonical_names, specialize_shapes
+from tests.oracle import run_onnxruntime
 from tests.pipelines import NORMALIZE_BLUR
-
-
-def run(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(None, feeds)
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +32,8 @@ def test_omit_empty_resize_inputs_keeps_the_result(resize_graph, photos):
     assert list(resize.input[1:3]) == ["", ""]
     rng = np.random.default_rng(0)
     for image in [*photos, rng.integers(0, 256, (64, 80, 3), dtype=np.uint8)]:
-        want = run(resize_graph, {"image": image})
-        got = run(rewritten, {"image": image})
+        want = run_onnxruntime(resize_graph, {"image": image})
+        got = run_onnxruntime(rewritten, {"image": image})
         np.testing.assert_array_equal(got[0], want[0])
 
 
@@ -51,7 +46,11 @@ def test_specialize_shapes_folds_shape_arithmetic(photos):
     dims = [d.dim_value for d in static.graph.output[0].type.tensor_type.shape.dim]
     assert dims == [3, *photo.shape[:2]]
     assert not any(n.op_type == "Shape" for n in static.graph.node)
-    for a, b in zip(run(proto, {"image": photo}), run(static, {"image": photo}), strict=True):
+    for a, b in zip(
+        run_onnxruntime(proto, {"image": photo}),
+        run_onnxruntime(static, {"image": photo}),
+        strict=True,
+    ):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
 
 
@@ -73,7 +72,11 @@ def test_canonical_names_make_two_conversions_identical(photos):
     assert first.SerializeToString() != second.SerializeToString()  # tf2onnx's fresh names
     a, b = canonical_names(first), canonical_names(second)
     assert a.SerializeToString(deterministic=True) == b.SerializeToString(deterministic=True)
-    for x, y in zip(run(first, {"image": photos[0]}), run(a, {"image": photos[0]}), strict=True):
+    for x, y in zip(
+        run_onnxruntime(first, {"image": photos[0]}),
+        run_onnxruntime(a, {"image": photos[0]}),
+        strict=True,
+    ):
         np.testing.assert_array_equal(x, y)
 
 
@@ -107,8 +110,8 @@ def test_canonical_names_ignore_the_node_order(photos):
         del shuffled.graph.node[:]
         shuffled.graph.node.extend(order)
         assert canonical_names(shuffled).SerializeToString(deterministic=True) == want
-    got = run(canonical_names(graph), {"image": photos[0]})
-    for x, y in zip(run(graph, {"image": photos[0]}), got, strict=True):
+    got = run_onnxruntime(canonical_names(graph), {"image": photos[0]})
+    for x, y in zip(run_onnxruntime(graph, {"image": photos[0]}), got, strict=True):
         np.testing.assert_array_equal(x, y)
 
 
@@ -126,7 +129,7 @@ def test_reverse_sequence_to_slice_keeps_the_result(photos):
         assert count == 2
         assert not any(n.op_type == "ReverseSequence" for n in rewritten.graph.node)
         names = [o.name for o in rewritten.graph.output]
-        got = dict(zip(names, run(rewritten, {"bgr": image}), strict=True))
+        got = dict(zip(names, run_onnxruntime(rewritten, {"bgr": image}), strict=True))
         np.testing.assert_array_equal(got["rgb"], image[:, :, ::-1])  # NumPy as the oracle
         np.testing.assert_array_equal(got["flipped"], image[::-1])
 
@@ -149,7 +152,7 @@ def test_pad_in_integer_type_keeps_the_result(photos):
     assert not any(n.op_type == "Cast" for n in rewritten.graph.node)
     names = [o.name for o in rewritten.graph.output]
     for image in photos:
-        got = dict(zip(names, run(rewritten, {"image": image}), strict=True))
+        got = dict(zip(names, run_onnxruntime(rewritten, {"image": image}), strict=True))
         np.testing.assert_array_equal(got["zeros"], np.pad(image, [(2, 2), (3, 3), (0, 0)]))
         np.testing.assert_array_equal(
             got["reflect"], np.pad(image, [(1, 1), (1, 1), (0, 0)], mode="reflect")

@@ -13,9 +13,8 @@ import pytest
 
 import gdp
 import gdp.runtime.cache
+from tests import ROOT
 from tests.models import affine, affine_oracle
-
-ROOT = Path(__file__).resolve().parents[1]
 
 # A fresh process that compiles the ONNX file and prints where the code came from. It imports
 # neither TensorFlow nor TVM's ONNX importer unless it must compile.

@@ -6,7 +6,7 @@
   within the FP16 issue's bounds for fp16 arithmetic.
 - ATC driver: the command line, ATC's errors shown verbatim, artifacts where ATC is missing,
   against a recording fake `atc`.
-- pyACL adapter: a PROTOCOL test against a recording fake of the `acl` module (tests/fake_acl.py):
+- pyACL adapter: a PROTOCOL test against a recording fake of the `acl` module (fake_acl.py):
   return codes checked, each .om loaded once, buffers reused and freed, the stream synchronised
   before results are read, the teardown order. It is not hardware verification.
 """
@@ -31,9 +31,11 @@ from gdp.runtime.backends.ascend.backend import AscendBackend, parse_npu_smi
 from gdp.runtime.backends.ascend.cann_onnx_ops import CANN_ONNX_OPS
 from gdp.runtime.backends.ascend.export import export
 from gdp.runtime.backends.tvm.llvm import TvmLlvmBackend
-from tests.fake_acl import FakeAcl
+from tests import SAMPLES
+from tests.oracle import run_onnxruntime
+from tests.runtime.backends.ascend.fake_acl import FakeAcl
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "samples"))
+sys.path.insert(0, str(SAMPLES))
 import workload
 
 SOC = "Ascend310P3"
@@ -135,7 +137,7 @@ def test_npu_and_emulator_take_the_same_rewrites():
 def test_emulator_matches_the_peers_within_the_fp16_bounds(name, tmp_path):
     """The npu's graph (fp16 with its fp16 arithmetic, opset 13) against OpenCV/NumPy in fp32:
     within the bounds test_fp16 holds for fp16 arithmetic; canny's edges identical."""
-    from tests.test_fp16 import GDP_BOUND, relative_error
+    from tests.rewrites.test_fp16 import GDP_BOUND, relative_error
 
     module = importlib.import_module(name)
     compiled = workload.build(module, "npu-emulate")
@@ -157,7 +159,7 @@ def test_emulator_matches_the_peers_within_the_fp16_bounds(name, tmp_path):
 FAKE_ATC = """\
 #!{python}
 # A recording fake of ATC: writes its argv to argv.txt beside the model and "compiles" by
-# copying the ONNX file to <output>.om (tests/fake_acl.py runs it with onnxruntime).
+# copying the ONNX file to <output>.om (fake_acl.py runs it with onnxruntime).
 import shutil, sys
 args = dict(a[2:].split("=", 1) for a in sys.argv[1:])
 with open(args["model"] + ".argv.txt", "w") as log:
@@ -384,10 +386,7 @@ def test_small_integer_arithmetic_widened_wraps_like_numpy(dtype):
         want = (a + b) * a - b
         if not signed:
             want = want // feeds["c"]
-    import onnxruntime as ort
-
-    session = ort.InferenceSession(widened.SerializeToString(), providers=["CPUExecutionProvider"])
-    np.testing.assert_array_equal(session.run(None, feeds)[0], want)
+    np.testing.assert_array_equal(run_onnxruntime(widened, feeds)[0], want)
     check = onnx.ModelProto()
     check.CopyFrom(widened)
     check.opset_import[0].version = 13
