@@ -11,7 +11,9 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import onnx
+import onnx.numpy_helper
 
 from gdp.errors import FrontendError
 from gdp.frontend.common import OPSET, finalize
@@ -57,10 +59,36 @@ def from_tf_function(
         fn = tf.function(fn, input_signature=specs)
     origin = f"tf.function {getattr(fn, '__name__', 'fn')!r}"
     try:
+        captured = _captured_constants(tf, fn.get_concrete_function(*specs))
         model, _ = tf2onnx.convert.from_function(fn, input_signature=specs, opset=opset)
     except Exception as err:
         raise FrontendError(f"{origin} could not be converted to ONNX: {err}") from err
-    return finalize(_name_positional_outputs(model), origin)
+    return finalize(_name_positional_outputs(_freeze(model, captured)), origin)
+
+
+def _captured_constants(tf, concrete) -> dict:
+    """The tensors a traced function captured from outside (a `tf.constant` defined beside it,
+    a mean or a std): the name of the placeholder standing for each inside the graph -> its
+    value. tf2onnx freezes captured variables but turns these into graph inputs, which the
+    user never passes."""
+    out = {}
+    for external, internal in concrete.graph.captures:
+        if internal.dtype == tf.resource or not hasattr(external, "numpy"):
+            continue
+        out[internal.name] = external.numpy()
+    return out
+
+
+def _freeze(model: onnx.ModelProto, captured: dict) -> onnx.ModelProto:
+    """The graph inputs that stand for captured constants replaced by initializers holding
+    their values, so that the model's inputs are the function's signature."""
+    frozen = [v for v in model.graph.input if v.name in captured]
+    for value in frozen:
+        model.graph.input.remove(value)
+        model.graph.initializer.append(
+            onnx.numpy_helper.from_array(np.asarray(captured[value.name]), value.name)
+        )
+    return model
 
 
 def _name_positional_outputs(model: onnx.ModelProto) -> onnx.ModelProto:

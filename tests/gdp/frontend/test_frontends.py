@@ -70,6 +70,32 @@ def test_positional_outputs_are_named_in_order(photos):
     assert_matches_tf(got, {"output_0": want[0], "output_1": want[1]})
 
 
+# Defined outside the function, as TF's and Keras' docs write normalisation constants.
+IMAGENET_MEAN = tf.constant([0.485, 0.456, 0.406])
+IMAGENET_STD = tf.Variable([0.229, 0.224, 0.225])
+
+
+@pytest.mark.parametrize("target", ["cpu", "reference"])
+def test_captured_constants_and_variables_are_frozen_into_the_graph(photos, target):
+    """A tf.constant and a tf.Variable captured from outside the function (before the fix the
+    constant became a graph input: gdp.compile succeeded, every call failed naming 'sub/y:0'),
+    and an adapted Keras Normalization layer: the model takes only the signature's input and
+    gives TF's result."""
+    image = (photos[1][:64, :96] / 255.0).astype(np.float32)
+    norm = keras.layers.Normalization(axis=-1)
+    norm.adapt(image[None])
+
+    @tf.function(input_signature=[tf.TensorSpec([64, 96, 3], tf.float32, name="img")])
+    def preprocess(img):
+        return {"imagenet": (img - IMAGENET_MEAN) / IMAGENET_STD, "adapted": norm(img[None])[0]}
+
+    model = gdp.compile(preprocess, target=target)
+    assert model.input_names == ["img"]
+    got, want = model(image), preprocess(image)
+    for name in ("imagenet", "adapted"):
+        np.testing.assert_allclose(got[name], want[name].numpy(), rtol=1e-6, atol=1e-6)
+
+
 def test_keras3_inputs_and_ops(photos):
     photo = photos[0].astype(np.float32)
     a = keras.Input(shape=photo.shape, batch_size=1, name="a", dtype="float32")
