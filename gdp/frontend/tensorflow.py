@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import onnx
 import onnx.numpy_helper
+import onnx.shape_inference
 
 from gdp.errors import FrontendError
 from gdp.frontend.common import OPSET, finalize
@@ -63,7 +64,8 @@ def from_tf_function(
         model, _ = tf2onnx.convert.from_function(fn, input_signature=specs, opset=opset)
     except Exception as err:
         raise FrontendError(f"{origin} could not be converted to ONNX: {err}") from err
-    return finalize(_name_positional_outputs(_freeze(model, captured)), origin)
+    model = _resize_to_sizes(_freeze(model, captured))
+    return finalize(_name_positional_outputs(model), origin)
 
 
 def _captured_constants(tf, concrete) -> dict:
@@ -88,6 +90,46 @@ def _freeze(model: onnx.ModelProto, captured: dict) -> onnx.ModelProto:
         model.graph.initializer.append(
             onnx.numpy_helper.from_array(np.asarray(captured[value.name]), value.name)
         )
+    return model
+
+
+# How far in * scale may be from a whole number and still be a size written as a float32 scale.
+_SCALE_SLACK = 1e-3
+
+
+def _resize_to_sizes(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Resizes to a size TF knew, as sizes: tf2onnx writes `tf.image.resize(x, (224, 224))` on a
+    static input as float32 scales (224 / 1080 = 0.2074074), and ONNX takes floor(1080 *
+    0.2074074) = 223 rows, one short of TF's. Every tf.image resize is to a whole size, so a
+    constant scale whose product with a static input dimension is within _SCALE_SLACK of a
+    whole number is that size."""
+    resizes = [
+        n
+        for n in model.graph.node
+        if n.op_type == "Resize" and n.domain in ("", "ai.onnx") and len(n.input) == 3
+    ]
+    if not resizes:
+        return model
+    inferred = onnx.shape_inference.infer_shapes(model)
+    shapes = {
+        v.name: [
+            d.dim_value if d.HasField("dim_value") else None for d in v.type.tensor_type.shape.dim
+        ]
+        for v in (*inferred.graph.input, *inferred.graph.value_info)
+    }
+    constants = {t.name: t for t in model.graph.initializer}
+    for node in resizes:
+        shape, scales = shapes.get(node.input[0]), constants.get(node.input[2])
+        if not shape or scales is None or None in shape:
+            continue
+        exact = np.asarray(shape, np.float64) * onnx.numpy_helper.to_array(scales)
+        sizes = np.rint(exact)
+        if exact.shape != (len(shape),) or np.any(np.abs(exact - sizes) > _SCALE_SLACK):
+            continue
+        name = f"{node.name}_sizes"
+        model.graph.initializer.append(onnx.numpy_helper.from_array(sizes.astype(np.int64), name))
+        node.input[2] = ""
+        node.input.append(name)
     return model
 
 

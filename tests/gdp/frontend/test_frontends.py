@@ -96,6 +96,32 @@ def test_captured_constants_and_variables_are_frozen_into_the_graph(photos, targ
         np.testing.assert_allclose(got[name], want[name].numpy(), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("target", ["cpu", "reference"])
+@pytest.mark.parametrize("shape", [(1080, 1920), (333, 500), (97, 131)])
+@pytest.mark.parametrize("method", ["bilinear", "nearest"])
+def test_resize_of_a_static_input_gives_the_size_asked(photos, target, shape, method):
+    """tf.image.resize to (224, 224) on a static input: tf2onnx writes float scales, and ONNX
+    took floor(1080 * 0.2074074) = 223 rows (the reference silently returned 223 rows, the cpu
+    refused the shape). The size asked, and TF's values."""
+    image = cv2_resize(photos[0], shape)
+
+    @tf.function(input_signature=[tf.TensorSpec([*shape, 3], tf.float32, name="img")])
+    def resize(img):
+        return {"out": tf.image.resize(img[None], (224, 160), method=method)[0]}
+
+    got, want = gdp.compile(resize, target=target)(image), resize(image)["out"].numpy()
+    assert got.shape == want.shape == (224, 160, 3)
+    # TF's bilinear weights and ONNX's differ in the last bits (as in samples/dnn_resize.py).
+    np.testing.assert_allclose(got, want, rtol=0, atol=5e-4 if method == "bilinear" else 0)
+
+
+def cv2_resize(photo: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """A real photo at `shape` (rows, columns), float32 in [0, 1]."""
+    import cv2
+
+    return (cv2.resize(photo, shape[::-1], interpolation=cv2.INTER_AREA) / 255.0).astype(np.float32)
+
+
 def test_keras3_inputs_and_ops(photos):
     photo = photos[0].astype(np.float32)
     a = keras.Input(shape=photo.shape, batch_size=1, name="a", dtype="float32")
