@@ -11,7 +11,7 @@ import json
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,6 @@ class Specialization:
     source: str  # "compiled", "disk" (loaded from the disk cache) or "memory"
     compile_s: float = 0.0
     load_s: float = 0.0
-    output_index: dict[str, int] = field(default_factory=dict)
     fp16: dict | None = None  # the FP16 pass's report, where the graph runs in fp16
     fusion: dict | None = None  # the backend's fusion report (plan, kernels, boundary bytes)
 
@@ -289,7 +288,6 @@ class Model:
             source=got.source,
             compile_s=got.compile_s,
             load_s=got.load_s,
-            output_index={s.name: i for i, s in enumerate(outputs)},
             fp16=prepared.fp16,
         )
 

@@ -32,6 +32,7 @@ So the interface is gdp's own and thin: matching is plain onnx_ir, as it was.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType, SimpleNamespace
@@ -101,7 +102,7 @@ def constant(value: ir.Value | None) -> np.ndarray | None:
     return None if tensor is None else tensor.numpy()
 
 
-class Rewrite:
+class Rewrite(ABC):
     """One rewrite rule: subclass it in a file of rewrites/rules/ named like the rule, and set
     that module's RULE to an instance. Stateless: a rule keeps what it learns about one graph on
     that graph (onnx_ir's `meta`), so one instance serves every call."""
@@ -134,20 +135,20 @@ class Rewrite:
         """The model as match() needs it (e.g. shapes inferred); returned when nothing applies."""
         return model
 
+    @abstractmethod
     def match(self, node: ir.Node) -> Place | None:
         """The place at `node` (with `why` set where the rule cannot apply there but the log
         should say so), or None where the node is not one the rule weighs."""
-        raise NotImplementedError
 
     def costs(self, place: Place, profile: CostProfile) -> dict | None:
         """Measured rules: the profile's cost of each form here (the keys of `forms` and any
         detail worth logging), or None where the profile lacks a form."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{self.name}: a measured rule (forms set) defines costs()")
 
+    @abstractmethod
     def replace(self, place: Place) -> int | None:
         """Rewrite the place in its graph (what becomes unused is dropped afterwards). A
         canonical rule that changes several things at one node says how many (None: one)."""
-        raise NotImplementedError
 
     def __call__(
         self, model: onnx.ModelProto, profile: CostProfile | None = None, force: bool = False

@@ -122,9 +122,12 @@ def _resize_to_sizes(model: onnx.ModelProto) -> onnx.ModelProto:
         shape, scales = shapes.get(node.input[0]), constants.get(node.input[2])
         if not shape or scales is None or None in shape:
             continue
-        exact = np.asarray(shape, np.float64) * onnx.numpy_helper.to_array(scales)
+        values = onnx.numpy_helper.to_array(scales)
+        if values.shape != (len(shape),):
+            continue
+        exact = np.asarray(shape, np.float64) * values
         sizes = np.rint(exact)
-        if exact.shape != (len(shape),) or np.any(np.abs(exact - sizes) > _SCALE_SLACK):
+        if np.any(np.abs(exact - sizes) > _SCALE_SLACK):
             continue
         name = f"{node.name}_sizes"
         model.graph.initializer.append(onnx.numpy_helper.from_array(sizes.astype(np.int64), name))

@@ -27,7 +27,6 @@ class CostProfile(Protocol):
     """What a backend may read of the target's cost profile (gdp.rewrites.profiles.CostProfile),
     handed to it directly by compile()."""
 
-    target: str
     fusion_alpha: float  # per byte crossing a kernel boundary (the fusion plan's cost)
     fusion_beta: float  # per unit of variance of the kernels' op counts
 

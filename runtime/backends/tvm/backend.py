@@ -16,6 +16,7 @@ must be set before the first kernel runs, such as a thread pool's size).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import sys
@@ -68,8 +69,9 @@ class TvmBackend(Backend):
         """What must be set before the first kernel runs."""
 
     def fingerprint(self) -> str:
-        return f"tvm-{tvm.__version__}-{self.toolchain()}-code-{self.code_hash()}"
+        return f"tvm-{tvm.__version__}-{self.toolchain()}-code-{self.code_hash}"
 
+    @functools.cached_property
     def code_hash(self) -> str:
         """A hash of the code that shapes the compiled kernels (the shared lowering, the fusion
         planner and its adapter, this backend and its schedules): a changed schedule must not

@@ -26,7 +26,7 @@ def lower(
     schedules: Schedules,
     fusion: str,
     cost: CostModel,
-    finish: Callable[[tvm.IRModule], tvm.IRModule] | None = None,
+    finish: Callable[[tvm.IRModule], tvm.IRModule],
 ) -> tuple[tvm.IRModule, dict]:
     """`mod` lowered for `target` and scheduled by `schedules`, ready for tvm.compile with no
     Relax pipeline of its own, and the fusion report. `finish` runs last on the scheduled module
@@ -41,4 +41,4 @@ def lower(
         rest = pipeline.dataflow_lower_passes(target) + pipeline.finalize_passes(target)
         mod = tvm.transform.Sequential(rest)(mod)
     mod = schedules.schedule(mod, target)
-    return (finish(mod) if finish is not None else mod), report
+    return finish(mod), report
