@@ -4,9 +4,17 @@ model = gdp.compile(tf_function)              # or gdp.compile([a, b], [c]) with
 model = gdp.compile(gdp.from_te(mask, [img]))  # a TE neighbour comparison, as a dense graph
 handle = gdp.run_async(model, {"a": x}, {"c": z}, profile=True)
 gdp.sync()
+
+The public names are imported on first use (PEP 562), so that `import gdp` and `import gdp.cv2`
+stay cheap: the API, the model and the front ends pull in ONNX, the rewrites and their
+dependencies, which a process needs only once it compiles or runs something.
 """
 
-from gdp.api import compile, default_target, load, run_async, set_target, sync
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
 from gdp.errors import (
     CompileError,
     DeviceError,
@@ -19,10 +27,40 @@ from gdp.errors import (
     UnsupportedOpError,
     VerificationError,
 )
-from gdp.frontend.te import from_te
-from gdp.iterate import fixed_point
-from gdp.model import Model
 from gdp.version import __version__
+
+# public name -> the module that defines it, imported on first access
+_LAZY = {
+    "compile": "gdp.api",
+    "default_target": "gdp.api",
+    "load": "gdp.api",
+    "run_async": "gdp.api",
+    "set_target": "gdp.api",
+    "sync": "gdp.api",
+    "from_te": "gdp.frontend.te",
+    "fixed_point": "gdp.iterate",
+    "Model": "gdp.model",
+}
+
+if TYPE_CHECKING:
+    from gdp.api import compile, default_target, load, run_async, set_target, sync
+    from gdp.frontend.te import from_te
+    from gdp.iterate import fixed_point
+    from gdp.model import Model
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gdp' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "CompileError",

@@ -136,3 +136,20 @@ def is_tensor(value) -> bool:
 
     tf = sys.modules.get("tensorflow")
     return tf is not None and tf.is_tensor(value)
+
+
+class LazyModule:
+    """A module imported on first attribute access: gdp.ops's modules import TensorFlow, which
+    `import gdp.cv2` and a call on a program already compiled (in this process or the disk
+    cache) never need; only tracing a new program touches them."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._module = None
+
+    def __getattr__(self, attr: str):
+        if self._module is None:
+            import importlib
+
+            self._module = importlib.import_module(self._name)
+        return getattr(self._module, attr)

@@ -2,50 +2,71 @@
 calls on TF tensors (inside a user's tf.function) return TF tensors, so a chain of calls becomes
 one graph that gdp.compile fuses.
 
-Every accelerated function is `graph(*tensors, **params) -> tensor(s)`: a TF function of its
-image inputs, with every other argument a constant of the graph (kernel sizes, thresholds,
-border modes). An eager call compiles it for the concrete shapes and dtypes it meets, once per
-(function, shapes, dtypes, parameters, target).
+Every accelerated function is `graph(*tensors, **structural, **values) -> tensor(s)`: a TF
+function of its image inputs. Its other arguments are of two kinds:
+- structural parameters (kernel sizes, interpolation, border modes, flags, output sizes), which
+  change the program: they are Python values, constants of the graph, part of its key;
+- value parameters (thresholds, alpha/beta, warp matrices), which do not: they are run-time
+  inputs of the program, fed to it as one float64 vector `params` beside src0, src1, ... and
+  handed to `graph` as float64 scalar tensors (a tuple of them for a sequence value).
+An eager call compiles one program per (function, dtypes, channel counts, structural
+parameters, target): the images' height and width are free dimensions of the program (for the
+functions whose graphs are written for any size, `free=`), and a new value runs the same
+program.
+
+Programs persist across processes: the converted ONNX graph of each is kept in gdp's disk cache
+(GDP_CACHE_DIR, else ~/.cache/gdp) under its key, so a later process builds its model from that
+graph without importing TensorFlow, and the backend finds the compiled code in the same cache.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-import gdp
 from gdp.cv2 import common
 
+if TYPE_CHECKING:
+    from gdp.model import Model
+
 _lock = threading.Lock()
+
+# Bump when the layout of a stored program (inputs, outputs, params) changes.
+_FORMAT = 1
 
 
 @dataclass
 class CacheInfo:
-    """Programs compiled for eager calls in this process, and calls that found theirs."""
+    """Programs made for eager calls in this process (`compilations`: those traced from TF
+    rather than read back from the disk cache), and calls that found theirs."""
 
     programs: int = 0
     compilations: int = 0
     hits: int = 0
 
 
-_programs: dict[tuple, gdp.Model] = {}
+_programs: dict[tuple, Model] = {}
 _hits = 0
+_traced = 0
 
 
 def cache_info() -> CacheInfo:
-    # One program per key, compiled once: the two counts agree by construction.
-    return CacheInfo(len(_programs), len(_programs), _hits)
+    return CacheInfo(len(_programs), _traced, _hits)
 
 
 def clear_cache() -> None:
-    """Forget the compiled programs of this process (the disk cache keeps their code)."""
-    global _hits
+    """Forget the programs of this process (the disk cache keeps their graphs and code)."""
+    global _hits, _traced
     with _lock:
         _programs.clear()
         _hits = 0
+        _traced = 0
 
 
 def is_graph_call(*arrays) -> bool:
@@ -61,42 +82,187 @@ def _freeze(value):
         return tuple(_freeze(v) for v in value)
     if isinstance(value, dict):
         return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    if isinstance(value, np.generic):
+        return value.item()
     return value
 
 
+def _layout(values: Mapping[str, Any]) -> tuple[tuple[str, int | None], ...]:
+    """(name, length) of each value parameter in the params vector: None for a scalar."""
+    return tuple(
+        (name, None if np.ndim(v) == 0 else int(np.size(v))) for name, v in sorted(values.items())
+    )
+
+
+def _pack(values: Mapping[str, Any]) -> np.ndarray:
+    return np.array(
+        [x for _, v in sorted(values.items()) for x in np.ravel(np.asarray(v, np.float64))],
+        np.float64,
+    ).reshape(-1)
+
+
+def _unpack(params, layout) -> dict:
+    """The params tensor -> {name: scalar tensor, or a tuple of them}."""
+    out, at = {}, 0
+    for name, length in layout:
+        if length is None:
+            out[name] = params[at]
+            at += 1
+        else:
+            out[name] = tuple(params[at + i] for i in range(length))
+            at += length
+    return out
+
+
+def _spec_shapes(arrays: Sequence[np.ndarray], free: int) -> tuple[tuple, ...]:
+    """Each array's shape in the program: height and width free for the first `free` arrays."""
+    return tuple(
+        (None, None, *a.shape[2:]) if i < free and a.ndim >= 2 else tuple(a.shape)
+        for i, a in enumerate(arrays)
+    )
+
+
+_fingerprint: str | None = None
+
+
+def _sources_fingerprint() -> str:
+    """What a stored graph depends on besides its key: the source of gdp.cv2 and gdp.ops (read
+    as files, without importing TensorFlow) and the versions of the converters."""
+    global _fingerprint
+    if _fingerprint is None:
+        import importlib.metadata
+        import importlib.util
+
+        from gdp.version import __version__
+
+        digest = hashlib.sha256(f"{_FORMAT} {__version__}".encode())
+        ops = importlib.util.find_spec("gdp.ops")
+        folders = [Path(__file__).parent, *(Path(p) for p in ops.submodule_search_locations)]
+        for folder in folders:
+            for path in sorted(folder.glob("*.py")):
+                digest.update(path.name.encode())
+                digest.update(path.read_bytes())
+        for dist in ("tensorflow", "tf2onnx", "onnx"):
+            try:
+                digest.update(f"{dist} {importlib.metadata.version(dist)}".encode())
+            except importlib.metadata.PackageNotFoundError:
+                digest.update(f"{dist} -".encode())
+        _fingerprint = digest.hexdigest()
+    return _fingerprint
+
+
+def _disk_key(key: tuple) -> str:
+    from gdp.runtime.cache import cache_key
+
+    return cache_key("gdp.cv2 program", repr(key), _sources_fingerprint())
+
+
+def _stored_graph(disk_key: str, cache_dir: Path):
+    """The ONNX graph stored under `disk_key`, or None."""
+    from gdp.runtime.cache import DiskCache
+
+    found = DiskCache(cache_dir).lookup(disk_key)
+    if found is None:
+        return None
+    import onnx
+
+    entry, meta = found
+    try:
+        return onnx.load(str(entry / meta["files"][0]))
+    except Exception:  # a graph that does not parse is rebuilt, never used
+        DiskCache(cache_dir).discard(disk_key)
+        return None
+
+
+def _store_graph(disk_key: str, cache_dir: Path, graph) -> None:
+    from gdp.runtime.cache import DiskCache
+
+    def build(directory: Path) -> dict:
+        (directory / "program.onnx").write_bytes(graph.SerializeToString())
+        return {"files": ["program.onnx"], "kind": "gdp.cv2 program"}
+
+    DiskCache(cache_dir).store(disk_key, build)
+
+
+def _trace(graph: Callable, shapes, dtypes, params: dict, layout, outputs: int):
+    """`graph` as a tf.function over src0, src1, ... (and `params` when there are values)."""
+    import tensorflow as tf
+
+    signature = [
+        tf.TensorSpec(shape, tf.as_dtype(np.dtype(dtype)), name=f"src{i}")
+        for i, (shape, dtype) in enumerate(zip(shapes, dtypes, strict=True))
+    ]
+    count = len(shapes)
+    if layout:
+        length = sum(1 if n is None else n for _, n in layout)
+        signature.append(tf.TensorSpec([length], tf.float64, name="params"))
+
+    def traced(*tensors):
+        values = _unpack(tensors[count], layout) if layout else {}
+        out = graph(*tensors[:count], **params, **values)
+        outs = out if outputs > 1 else (out,)
+        return {f"dst{i}": t for i, t in enumerate(outs)}
+
+    return tf.function(traced, input_signature=signature, autograph=False)
+
+
 def program(
-    name: str, graph: Callable, arrays: Sequence[np.ndarray], params: dict, outputs: int = 1
-) -> gdp.Model:
-    """`graph(*arrays, **params)` compiled for the current target, from the cache after the
-    first call: a model with inputs src0, src1, ... and outputs dst0, dst1, ..."""
-    global _hits
-    target = gdp.default_target()
-    key = (name, tuple((a.shape, a.dtype.str) for a in arrays), _freeze(params), target.name)
-    model = _programs.get(key)
+    name: str,
+    graph: Callable,
+    arrays: Sequence[np.ndarray],
+    params: dict,
+    outputs: int = 1,
+    values: Mapping[str, Any] | None = None,
+    free: int | bool = False,
+) -> Model:
+    """`graph(*arrays, **params, **values)` compiled for the current target, from the cache
+    after the first call: a model with inputs src0, src1, ... (and `params`, the values packed
+    by `pack_values`, when there are any) and outputs dst0, dst1, ...
+
+    `params` are structural (part of the key), `values` run-time inputs (only their names and
+    lengths are in the key). The first `free` arrays (all for True) are images whose height and
+    width are free dimensions of the program: the graph must be written for any size."""
+    global _hits, _traced
+    from gdp.api import default_target
+
+    target = default_target()
+    layout = _layout(values or {})
+    free_count = len(arrays) if free is True else int(free)
+    shapes = _spec_shapes(arrays, free_count)
+    dtypes = tuple(a.dtype.str for a in arrays)
+    key = (name, shapes, dtypes, _freeze(params), layout, outputs)
+    model = _programs.get((key, target.name))
     if model is not None:
         _hits += 1
         return model
     with _lock:
-        model = _programs.get(key)
+        model = _programs.get((key, target.name))
         if model is None:
-            import tensorflow as tf
+            import gdp
+            from gdp.runtime.cache import default_cache_dir
 
-            signature = [
-                tf.TensorSpec(a.shape, tf.as_dtype(a.dtype), name=f"src{i}")
-                for i, a in enumerate(arrays)
-            ]
-
-            def traced(*tensors):
-                out = graph(*tensors, **params)
-                outs = out if outputs > 1 else (out,)
-                return {f"dst{i}": t for i, t in enumerate(outs)}
-
-            function = tf.function(traced, input_signature=signature, autograph=False)
-            # Not verified against TF per call: gdp.cv2's graphs are gdp's own, held to
-            # OpenCV by tests/conformance.
-            model = gdp.compile(function, target=target, verify=False)
-            _programs[key] = model
+            cache_dir = default_cache_dir()
+            disk_key = _disk_key(key)
+            stored = _stored_graph(disk_key, cache_dir)
+            if stored is not None:
+                model = gdp.compile(stored, target=target, verify=False)
+            else:
+                function = _trace(graph, shapes, dtypes, params, layout, outputs)
+                # Not verified against TF per call: gdp.cv2's graphs are gdp's own, held to
+                # OpenCV by tests/conformance.
+                model = gdp.compile(function, target=target, verify=False)
+                _store_graph(disk_key, cache_dir, model.source_onnx)
+                _traced += 1
+            _programs[(key, target.name)] = model
     return model
+
+
+def feeds(arrays: Sequence[np.ndarray], values: Mapping[str, Any] | None) -> dict:
+    """A program's inputs: src0, src1, ... and the packed `params` when there are values."""
+    out = {f"src{i}": a for i, a in enumerate(arrays)}
+    if values:
+        out["params"] = _pack(values)
+    return out
 
 
 def run(
@@ -105,18 +271,46 @@ def run(
     arrays: Sequence[np.ndarray],
     params: dict,
     outputs: int = 1,
+    values: Mapping[str, Any] | None = None,
+    free: int | bool = False,
 ) -> np.ndarray | tuple[np.ndarray, ...]:
-    """Run `graph(*arrays, **params)`, which returns `outputs` tensors (a tuple when more than
-    one), compiled for the current target. Returns one array or a tuple of them."""
-    model = program(name, graph, arrays, params, outputs)
-    results = model.submit({f"src{i}": a for i, a in enumerate(arrays)}, wait=True).result()
+    """Run `graph(*arrays, **params, **values)`, which returns `outputs` tensors (a tuple when
+    more than one), compiled for the current target. Returns one array or a tuple of them."""
+    model = program(name, graph, arrays, params, outputs, values, free)
+    results = model.submit(feeds(arrays, values), wait=True).result()
     outs = tuple(results[f"dst{i}"] for i in range(outputs))
     return outs if outputs > 1 else outs[0]
 
 
-def call(name: str, graph: Callable, arrays: Sequence, params: dict, dst=None):
-    """The common shape of an accelerated function: on TF tensors, the graph op itself; on
-    arrays, the compiled program's result, written into `dst` when it fits."""
+def call(
+    name: str,
+    graph: Callable,
+    arrays: Sequence,
+    params: dict,
+    dst=None,
+    values: Mapping[str, Any] | None = None,
+    free: int | bool = False,
+):
+    """The common shape of an accelerated function: on TF tensors, the graph op itself (the
+    values as float64 constants); on arrays, the compiled program's result, written into `dst`
+    when it fits."""
     if is_graph_call(*arrays):
-        return graph(*arrays, **params)
-    return common.finish(run(name, graph, arrays, params), dst)
+        return graph(*arrays, **params, **constants(values))
+    return common.finish(run(name, graph, arrays, params, 1, values, free), dst)
+
+
+def constants(values: Mapping[str, Any] | None) -> dict:
+    """Value parameters as the graph functions receive them, for graph mode: float64 scalar
+    tensors (tuples of them for sequences), as the program's `params` input would give."""
+    if not values:
+        return {}
+    import tensorflow as tf
+
+    out = {}
+    for name, v in values.items():
+        if np.ndim(v) == 0:
+            out[name] = tf.constant(float(v), tf.float64)
+        else:
+            out[name] = tuple(tf.constant(float(x), tf.float64) for x in np.ravel(v))
+    return out
+

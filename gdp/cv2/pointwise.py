@@ -13,7 +13,8 @@ import cv2 as _cv2
 import numpy as np
 
 from gdp.cv2 import common, engine
-from gdp.ops import pointwise as ops
+
+ops = common.LazyModule("gdp.ops.pointwise")
 
 _DEPTHS = {_cv2.CV_8U: "uint8", _cv2.CV_32F: "float32"}
 
@@ -41,11 +42,12 @@ def _tf_dtype(name: str):
 # --- threshold -------------------------------------------------------------------------------
 
 
-def _threshold(image, thresh, maxval, kind):
+def _threshold(image, kind, thresh, maxval):
+    # thresh and maxval: float64 scalars (run-time inputs), already OpenCV's for the dtype
     return ops.threshold(image, thresh, maxval, kind)
 
 
-def _threshold_otsu(image, maxval, kind):
+def _threshold_otsu(image, kind, maxval):
     return ops.threshold_otsu(image, maxval, kind)
 
 
@@ -78,31 +80,69 @@ def threshold(src, thresh, maxval, type, dst=None):
             if graph:
                 raise common.error("threshold", reason)
             raise common.NotAccelerated(reason)
-        params = {"maxval": m, "kind": kind}
         if graph:
-            return _threshold_otsu(src, **params)
-        value, out = engine.run("threshold.otsu", _threshold_otsu, [src], params, outputs=2)
+            return _threshold_otsu(src, kind, m)
+        # Otsu's histogram is normalised by the pixel count of the traced shape (gdp.ops):
+        # one program per size; maxval is a run-time input.
+        value, out = engine.run(
+            "threshold.otsu", _threshold_otsu, [src], {"kind": kind}, 2, {"maxval": m}
+        )
         return float(value), common.finish(out, dst)
-    params = {"thresh": t, "maxval": m, "kind": kind}
-    return retval, engine.call("threshold", _threshold, [src], params, dst)
+    values = {"thresh": t, "maxval": m}
+    return retval, engine.call("threshold", _threshold, [src], {"kind": kind}, dst, values, True)
 
 
 # --- arithmetic ------------------------------------------------------------------------------
 
 
+def _as_f32(value):
+    """A float64 scalar tensor rounded to float32 and held in float64 (float(np.float32(v)))."""
+    import tensorflow as tf
+
+    return tf.cast(tf.cast(value, tf.float32), tf.float64)
+
+
+def _convert_scale_abs(image, alpha, beta):
+    """ops.convert_scale_abs with alpha and beta float64 scalar tensors: the same arithmetic
+    (the uint8 table computed in the program, from the run's alpha and beta)."""
+    import tensorflow as tf
+
+    a32, b32 = _as_f32(alpha), _as_f32(beta)
+    if image.dtype == tf.uint8:
+        x = tf.range(256, dtype=tf.float64) * a32 + b32  # exact product, one rounding
+        table = tf.clip_by_value(tf.round(tf.abs(tf.cast(x, tf.float32))), 0.0, 255.0)
+        return tf.gather(tf.cast(table, tf.uint8), tf.cast(image, tf.int32))
+    x = tf.cast(tf.cast(image, tf.float64) * a32 + b32, tf.float32)
+    return ops.saturate(tf.abs(x), tf.uint8)
+
+
 @common.accelerate("convertScaleAbs")
 def convertScaleAbs(src, dst=None, alpha=1.0, beta=0.0):
     src, graph = _src("convertScaleAbs", src)
-    params = {"alpha": float(alpha), "beta": float(beta)}
+    values = {"alpha": float(alpha), "beta": float(beta)}
     if _dtype(src) not in ("uint8", "float32"):
         if graph:
             raise common.error("convertScaleAbs", f"{_dtype(src)} is not accelerated")
         raise common.NotAccelerated(f"{_dtype(src)} is not accelerated")
-    return engine.call("convertScaleAbs", ops.convert_scale_abs, [src], params, dst)
+    return engine.call("convertScaleAbs", _convert_scale_abs, [src], {}, dst, values, True)
 
 
-def _add_weighted(a, b, alpha, beta, gamma, dtype):
-    return ops.add_weighted(a, alpha, b, beta, gamma, _tf_dtype(dtype))
+def _add_weighted(a, b, dtype, alpha, beta, gamma):
+    """ops.add_weighted with alpha, beta, gamma float64 scalar tensors: the same arithmetic
+    (the uint8 table of every input pair computed in the program, from the run's weights)."""
+    import tensorflow as tf
+
+    out = _tf_dtype(dtype)
+    if a.dtype == tf.uint8 and out == tf.uint8:
+        levels = tf.range(256, dtype=tf.float64)
+        inner = tf.cast(tf.cast(levels * _as_f32(beta) + _as_f32(gamma), tf.float32), tf.float64)
+        x = levels[:, None] * _as_f32(alpha) + inner[None, :]
+        table = tf.clip_by_value(tf.round(tf.cast(x, tf.float32)), 0.0, 255.0)
+        table = tf.reshape(tf.cast(table, tf.uint8), [-1])
+        index = tf.cast(a, tf.int32) * 256 + tf.cast(b, tf.int32)
+        return tf.gather(table, index)
+    x = tf.cast(a, tf.float64) * alpha + tf.cast(b, tf.float64) * beta + gamma
+    return ops.saturate(x, out)
 
 
 @common.accelerate("addWeighted")
@@ -124,13 +164,9 @@ def addWeighted(src1, alpha, src2, beta, gamma, dst=None, dtype=-1):
         if graph:
             raise common.error("addWeighted", reason)
         raise common.NotAccelerated(reason)
-    params = {
-        "alpha": float(alpha),
-        "beta": float(beta),
-        "gamma": float(gamma),
-        "dtype": out_dtype,
-    }
-    return engine.call("addWeighted", _add_weighted, [src1, src2], params, dst)
+    values = {"alpha": float(alpha), "beta": float(beta), "gamma": float(gamma)}
+    params = {"dtype": out_dtype}
+    return engine.call("addWeighted", _add_weighted, [src1, src2], params, dst, values, True)
 
 
 @common.accelerate("LUT")
@@ -148,17 +184,32 @@ def LUT(src, lut, dst=None):
         if _dtype(src) == "int8" and not graph:
             raise common.NotAccelerated("int8 sources are not accelerated")
         raise common.error("LUT", "(depth == CV_8U || depth == CV_8S)")
-    import tensorflow as tf
-
     shape = [256] if lutcn == 1 else [256, cn]
     if graph:
+        import tensorflow as tf
+
         return ops.lut(src, tf.reshape(tf.convert_to_tensor(table), shape))
     table = np.ascontiguousarray(table.reshape(shape))
-    return common.finish(engine.run("LUT", ops.lut, [src, table], {}), dst)
+    return common.finish(engine.run("LUT", _lut, [src, table], {}, free=1), dst)
 
 
-def _normalize(image, alpha, beta, norm_type, dtype):
-    return ops.normalize(image, alpha, beta, norm_type, _tf_dtype(dtype))
+def _normalize(image, norm_type, dtype, alpha, beta):
+    """ops.normalize with alpha and beta float64 scalar tensors: the same arithmetic."""
+    import tensorflow as tf
+
+    if norm_type != ops.NORM_MINMAX:
+        n = ops.norm(image, norm_type)
+        scale = tf.where(n > ops.DBL_EPSILON, alpha / tf.where(n > 0, n, 1.0), 0.0)
+        shift = tf.constant(0.0, tf.float64)
+        return ops.scale_shift(image, scale, shift, _tf_dtype(dtype))
+    x = tf.cast(image, tf.float64)
+    smin, smax = tf.reduce_min(x), tf.reduce_max(x)
+    dmin, dmax = tf.minimum(alpha, beta), tf.maximum(alpha, beta)
+    span = smax - smin
+    inv = tf.where(span > ops.DBL_EPSILON, 1.0 / tf.where(span > 0, span, 1.0), 0.0)
+    scale = (dmax - dmin) * inv
+    shift = dmin - smin * scale
+    return ops.scale_shift(image, scale, shift, _tf_dtype(dtype))
 
 
 @common.accelerate("normalize")
@@ -178,13 +229,9 @@ def normalize(src, dst=None, alpha=1.0, beta=0.0, norm_type=_cv2.NORM_L2, dtype=
         if graph:
             raise common.error("normalize", reason)
         raise common.NotAccelerated(reason)
-    params = {
-        "alpha": float(alpha),
-        "beta": float(beta),
-        "norm_type": int(norm_type),
-        "dtype": out_dtype,
-    }
-    return engine.call("normalize", _normalize, [src], params, dst)
+    values = {"alpha": float(alpha), "beta": float(beta)}
+    params = {"norm_type": int(norm_type), "dtype": out_dtype}
+    return engine.call("normalize", _normalize, [src], params, dst, values, True)
 
 
 # --- statistics ------------------------------------------------------------------------------
@@ -210,8 +257,63 @@ def meanStdDev(src, mean=None, stddev=None, mask=None):
         raise common.NotAccelerated(reason)
     if graph:
         return ops.mean_std(src)
-    m, s = engine.run("meanStdDev", ops.mean_std, [src], {}, outputs=2)
+    m, s = engine.run("meanStdDev", _mean_std, [src], {}, outputs=2, free=True)
     return common.finish(np.asarray(m), mean), common.finish(np.asarray(s), stddev)
+
+
+def _pixels(image):
+    """1 / (height * width) as float64, from the run's shape (a program serves every size)."""
+    import tensorflow as tf
+
+    return 1.0 / tf.cast(tf.reduce_prod(tf.shape(image, out_type=tf.int64)[:2]), tf.float64)
+
+
+def _mean_std(image):
+    """ops.mean_std with the pixel count taken at run time: the same arithmetic."""
+    import tensorflow as tf
+
+    channels = 1 if image.shape.rank == 2 else image.shape[-1]
+    x = tf.reshape(tf.cast(image, tf.float64), [-1, channels])
+    scale = _pixels(image)
+    mean = tf.reduce_sum(x, axis=0) * scale
+    sq = tf.reduce_sum(x * x, axis=0) * scale
+    std = tf.sqrt(tf.maximum(sq - mean * mean, 0.0))
+    return mean[:, tf.newaxis], std[:, tf.newaxis]
+
+
+def _mean_channels(image):
+    """ops.mean_channels with the pixel count taken at run time: sum * (1/N)."""
+    return ops.sum_channels(image) * _pixels(image)
+
+
+def _min_max_loc(image):
+    """ops.min_max_loc with the element count taken at run time."""
+    import tensorflow as tf
+
+    flat = tf.reshape(image, [-1])
+    n = tf.size(flat, out_type=tf.int32)
+    index = tf.range(n, dtype=tf.int32)
+    lo, hi = tf.reduce_min(flat), tf.reduce_max(flat)
+    first_lo = tf.reduce_min(tf.where(tf.equal(flat, lo), index, n))
+    first_hi = tf.reduce_min(tf.where(tf.equal(flat, hi), index, n))
+    return tf.cast(lo, tf.float64), tf.cast(hi, tf.float64), first_lo, first_hi
+
+
+# Graph functions named here, so that naming one does not import gdp.ops (and TensorFlow).
+def _sum_channels(image):
+    return ops.sum_channels(image)
+
+
+def _count_non_zero(image):
+    return ops.count_non_zero(image)
+
+
+def _lut(image, table):
+    return ops.lut(image, table)
+
+
+def _equalize_hist(image):
+    return ops.equalize_hist(image)
 
 
 def _four(values) -> tuple[float, float, float, float]:
@@ -232,7 +334,7 @@ def mean(src, mask=None):
         raise common.NotAccelerated(reason)
     if graph:
         return _four_tensor(ops.mean_channels(src))
-    return _four(engine.run("mean", ops.mean_channels, [src], {}))
+    return _four(engine.run("mean", _mean_channels, [src], {}, free=True))
 
 
 @common.accelerate("sumElems")
@@ -242,7 +344,7 @@ def sumElems(src):
         raise common.NotAccelerated(reason)
     if graph:
         return _four_tensor(ops.sum_channels(src))
-    return _four(engine.run("sumElems", ops.sum_channels, [src], {}))
+    return _four(engine.run("sumElems", _sum_channels, [src], {}, free=True))
 
 
 @common.accelerate("minMaxLoc")
@@ -257,7 +359,7 @@ def minMaxLoc(src, mask=None):
 
         lo, hi, ilo, ihi = ops.min_max_loc(src)
         return lo, hi, tf.stack([ilo % width, ilo // width]), tf.stack([ihi % width, ihi // width])
-    lo, hi, ilo, ihi = engine.run("minMaxLoc", ops.min_max_loc, [src], {}, outputs=4)
+    lo, hi, ilo, ihi = engine.run("minMaxLoc", _min_max_loc, [src], {}, outputs=4, free=True)
     ilo, ihi = int(ilo), int(ihi)
     return float(lo), float(hi), (ilo % width, ilo // width), (ihi % width, ihi // width)
 
@@ -272,7 +374,7 @@ def countNonZero(src):
         raise common.NotAccelerated(reason)
     if graph:
         return ops.count_non_zero(src)
-    return int(engine.run("countNonZero", ops.count_non_zero, [src], {}))
+    return int(engine.run("countNonZero", _count_non_zero, [src], {}, free=True))
 
 
 @common.accelerate("equalizeHist")
@@ -280,4 +382,4 @@ def equalizeHist(src, dst=None):
     src, graph = _src("equalizeHist", src)
     if _dtype(src) != "uint8" or common.channels(src) != 1:
         raise common.error("equalizeHist", "_src.type() == CV_8UC1")
-    return engine.call("equalizeHist", ops.equalize_hist, [src], {}, dst)
+    return engine.call("equalizeHist", _equalize_hist, [src], {}, dst)
