@@ -8,6 +8,8 @@ ONNX nodes in its place. They follow TF's CPU kernels formula for formula:
   adjust_hue_op.cc) and RGBToHSV, HSVToRGB (colorspace_op.h): elementwise ONNX math, each case
   of the kernels' branches a `Where`. tf2onnx's AdjustSaturation was off by up to 0.61 on a 0-1
   image; it has no RGBToHSV or HSVToRGB.
+- ResizeBilinear of a non-float image: a Cast to float32 first, then tf2onnx's own Resize
+  (tf2onnx resized uint8 in uint8 and declared a float result: an ill-typed graph).
 - ResizeArea, ResizeBicubic and ScaleAndTranslate (lanczos3/5, gaussian, mitchellcubic, and every
   antialiased resize): each is a separable linear map. At conversion time the weights of every
   output row and column are asked of TensorFlow itself (the very same op and attributes applied
@@ -733,7 +735,24 @@ def _lower_resize_nearest(e: _Emitter) -> None:
     e.finish(x)
 
 
+def _lower_resize_bilinear(e: _Emitter) -> None:
+    """ResizeBilinear as tf2onnx writes it, on a float32 image: TF's op returns float32 for
+    every input type and interpolates in float, but tf2onnx resizes a uint8 (or other) image in
+    its own type and declares a float result, an ill-typed graph onnxruntime and TVM reject.
+    A Cast to float32 first makes it TF's computation."""
+    from tf2onnx.onnx_opset.nn import Resize
+
+    if e.dtype(0) != TensorProto.FLOAT:
+        cast = e.ctx.insert_new_node_on_input(e.node, "Cast", e.inputs[0], to=TensorProto.FLOAT)
+        e.ctx.set_dtype(cast.output[0], TensorProto.FLOAT)
+        shape = e.ctx.get_shape(e.inputs[0])
+        if shape is not None:
+            e.ctx.set_shape(cast.output[0], shape)
+    Resize.version_11(e.ctx, e.node)
+
+
 LOWERINGS: dict[str, Callable[[_Emitter], None]] = {
+    "ResizeBilinear": _lower_resize_bilinear,
     "AdjustSaturation": _lower_adjust_saturation,
     "AdjustHue": _lower_adjust_hue,
     "RGBToHSV": _lower_rgb_to_hsv,

@@ -7,7 +7,7 @@ import cv2
 import numpy as np
 import tensorflow as tf
 
-from tests.corpus.registry import Input, known_issue, program
+from tests.corpus.registry import Input, program
 
 F32 = Input(dtype="float32")
 
@@ -175,10 +175,3 @@ program("resize_crop_or_pad_crop", "resize", resize_crop_or_pad_crop)
 program("resize_crop_or_pad_pad", "resize", resize_crop_or_pad_pad, inputs=F32)
 program("resize_v1_align_corners", "resize", resize_v1_align_corners, inputs=F32, fp16="resize")
 program("resize_nearest_batch", "resize", resize_nearest_batch, inputs=Input(batch=4))
-
-# Known issues (today's; each runs as a strict xfail).
-known_issue(
-    "resize_up_bilinear",
-    "tf2onnx writes a bilinear resize of a uint8 image (TF gives float32) as an ill-typed graph: "
-    "onnxruntime rejects it, and the cpu's InputError blames the input shapes, which match",
-)
