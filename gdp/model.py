@@ -1,5 +1,7 @@
-"""A compiled gdp model: the front end's ONNX graph, a target, and one compiled executable per
-concrete input shape, made on first use and cached in memory and on disk.
+"""A compiled gdp model: the front end's ONNX graph, a target, and its compiled executables:
+one shape-generic executable where the backend compiles free dimensions as run-time extents
+(the cpu), else (or for a hot shape, or where the generic compile fails) one per concrete input
+shape, made on first use and cached in memory (LRU) and on disk.
 
 Model holds the options and the specialisations, and runs. The stages that turn its graph into
 the backend's are gdp.rewrites.pipeline's; binding a call's arrays is gdp.signature's; the
@@ -7,9 +9,11 @@ executables' memory and disk cache is gdp.runtime.cache's."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,7 +60,31 @@ PRECISIONS = ("auto", "fp32", "fp16")
 # fp16_scaling=False is naive fp16 (everything cast, nothing scaled): only for showing what
 # the scaling buys (docs/precision.md); it can overflow.
 # fp16_arithmetic ("fp16" | "fp32") overrides the profile's: how fp16 values are computed on.
-MODEL_OPTIONS = frozenset({"precision", "input_ranges", "fp16_scaling", "fp16_arithmetic"})
+MODEL_OPTIONS = frozenset(
+    {
+        "precision",
+        "input_ranges",
+        "fp16_scaling",
+        "fp16_arithmetic",
+        "specialize",
+        "specialize_after",
+        "max_specializations",
+    }
+)
+# gdp.compile(..., specialize=...), for inputs with free dimensions on a backend that compiles
+# them generically (fp32 on the cpu): "never" runs every shape on the one generic executable;
+# "auto" also compiles a shape met `specialize_after` times into its own executable, in a
+# background thread while the generic one serves; "always" compiles each new shape before it
+# runs (one executable per shape, the behaviour before shape-generic compilation).
+SPECIALIZE = ("never", "auto", "always")
+DEFAULT_SPECIALIZE = "auto"
+DEFAULT_SPECIALIZE_AFTER = 16
+# Per-shape executables kept in memory (least recently used evicted; the disk cache keeps them).
+DEFAULT_MAX_SPECIALIZATIONS = 8
+# The options that choose among executables, not what one compiles to (not in the cache key).
+_SHAPE_OPTIONS = ("specialize", "specialize_after", "max_specializations")
+# The key of the shape-generic executable among a model's specialisations.
+GENERIC = "generic"
 
 
 class Model:
@@ -89,15 +117,57 @@ class Model:
         self._source = graph
         self.inputs = graph_inputs(graph)
         self.outputs = graph_outputs(graph)
-        self._specialized: dict[tuple, Specialization] = {}
+        self.specialize, self.specialize_after, self.max_specializations = self._shape_options()
+        # The executables by (shapes, fp16 ranges), least recently used first; the generic one
+        # (key GENERIC) is never evicted.
+        self._specialized: OrderedDict[Any, Specialization] = OrderedDict()
         self._lock = threading.Lock()
         self._last: Specialization | None = None
-        static = all(sig.static for sig in self.inputs) or (
-            not self._backend.static_shapes and self.precision == "fp32"
+        self._builds = 0  # executables made (compiled, or loaded from the disk cache)
+        self._calls: OrderedDict[tuple, int] = OrderedDict()  # runs per shape ("auto")
+        self._pending: dict[tuple, threading.Thread] = {}  # background specialisations
+        self._failed: dict[tuple, str] = {}  # shapes whose specialisation failed, and why
+        self._evicted = 0
+        self.generic_error: str | None = None  # why the generic compile failed, if it did
+        free = not all(sig.static for sig in self.inputs)
+        # One executable for every shape: the backend takes free dimensions at run time
+        # (onnxruntime), or compiles them generically (the cpu), unless asked not to.
+        self._generic = (
+            free
+            and self.precision == "fp32"
+            and (
+                not self._backend.static_shapes
+                or (self._backend.generic_shapes and self.specialize != "always")
+            )
         )
-        if static and not self._scanned_inputs():
+        if self._generic:
+            try:
+                self._generic_specialization()
+            except Exception as err:  # any failure: compiling per shape is still correct
+                # A graph that does not lower with free dimensions (a rewrite or a TVM op that
+                # needs static shapes): compiled per shape instead, said in report().
+                if not self._backend.static_shapes:
+                    raise
+                self._generic = False
+                self.generic_error = f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"
+        elif not free and not self._scanned_inputs():
             # Nothing left to learn from the data: compile now, as GDPNPU's compile() did.
             self._specialization({s.name: s.shape for s in self.inputs}, {})
+
+    def _shape_options(self) -> tuple[str, int, int]:
+        specialize = self.options.get("specialize", DEFAULT_SPECIALIZE)
+        if specialize not in SPECIALIZE:
+            raise TargetError(f"specialize: expected one of {list(SPECIALIZE)}, got {specialize!r}")
+        numbers = []
+        for name, default, least in (
+            ("specialize_after", DEFAULT_SPECIALIZE_AFTER, 1),
+            ("max_specializations", DEFAULT_MAX_SPECIALIZATIONS, 0),
+        ):
+            value = self.options.get(name, default)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise TargetError(f"{name}: expected an integer >= {least}, got {value!r}")
+            numbers.append(value)
+        return specialize, numbers[0], numbers[1]
 
     # -- precision -------------------------------------------------------------------------
 
@@ -201,7 +271,29 @@ class Model:
             "cache": last.source if last else None,
             "compile_s": last.compile_s if last else 0.0,
             "load_s": last.load_s if last else 0.0,
-            "shapes": [dict(zip(self.input_names, k, strict=True)) for k, _ in self._specialized],
+            "shapes": [
+                dict(zip(self.input_names, k[0], strict=True))
+                for k in list(self._specialized)
+                if k != GENERIC
+            ],
+            # "static" (no free dimension), "generic" (one executable for every shape, plus
+            # per-shape ones for hot shapes) or "per-shape" (one executable per shape: asked
+            # for, fp16, or the generic compile failed: generic_error says why).
+            "shapes_mode": (
+                "static"
+                if all(s.static for s in self.inputs)
+                else "generic"
+                if self._generic
+                else "per-shape"
+            ),
+            "generic_error": self.generic_error,
+            "specialize": self.specialize,
+            "builds": self._builds,
+            "specializations_pending": len(self._pending),
+            "specializations_failed": dict(
+                (str(list(k[0])), why) for k, why in self._failed.items()
+            ),
+            "evicted": self._evicted,
             "verify": self.verification,
             "verify_s": self.verification["seconds"] if self.verification else 0.0,
         }
@@ -221,15 +313,28 @@ class Model:
 
     # -- compilation -----------------------------------------------------------------------
 
+    def _generic_specialization(self) -> Specialization:
+        found = self._specialized.get(GENERIC)
+        if found is None:
+            with self._lock:
+                found = self._specialized.get(GENERIC)
+                if found is None:
+                    free = {s.name: s.shape for s in self.inputs}
+                    found = self._build(free, dict(self.input_ranges), generic=True)
+                    self._specialized[GENERIC] = found
+        self._last = found
+        return found
+
     def _specialization(
         self, shapes: Mapping[str, tuple], ranges: Mapping[str, tuple]
     ) -> Specialization:
         shape_key = tuple(tuple(shapes[n]) for n in self.input_names)
-        if not self._backend.static_shapes and self.precision == "fp32":
-            shape_key = tuple(s.shape for s in self.inputs)
         key = (shape_key, tuple(sorted(ranges.items())))
+        if self._generic:
+            return self._generic_or_specialized(key, shapes)
         found = self._specialized.get(key)
         if found is not None:
+            self._touch(key)
             self._last = found
             return found
         with self._lock:
@@ -237,11 +342,79 @@ class Model:
             if found is None:
                 shape_map = dict(zip(self.input_names, shape_key, strict=True))
                 found = self._build(shape_map, {**self.input_ranges, **ranges})
-                self._specialized[key] = found
+                self._keep(key, found)
         self._last = found
         return found
 
-    def _build(self, shapes: dict[str, tuple], ranges: dict[str, tuple]) -> Specialization:
+    def _generic_or_specialized(self, key: tuple, shapes: Mapping[str, tuple]) -> Specialization:
+        """The executable for one call of a model compiled generically: the shape's own where one
+        was made, else the generic one; under "auto", a shape's `specialize_after`-th call starts
+        its specialisation in a background thread."""
+        found = self._specialized.get(key)
+        if found is not None:
+            self._touch(key)
+            self._last = found
+            return found
+        if self.specialize == "auto" and self._backend.static_shapes:
+            with self._lock:
+                calls = self._calls.pop(key, 0) + 1
+                self._calls[key] = calls
+                while len(self._calls) > 4 * max(1, self.max_specializations) + 16:
+                    self._calls.popitem(last=False)
+                start = (
+                    calls >= self.specialize_after
+                    and self.max_specializations > 0
+                    and key not in self._pending
+                    and key not in self._failed
+                    and key not in self._specialized
+                )
+                if start:
+                    thread = threading.Thread(
+                        target=self._specialize_in_background,
+                        args=(key, dict(shapes)),
+                        name="gdp-specialize",
+                        daemon=True,
+                    )
+                    self._pending[key] = thread
+                    thread.start()
+        return self._generic_specialization()
+
+    def _specialize_in_background(self, key: tuple, shapes: dict[str, tuple]) -> None:
+        try:
+            built = self._build(shapes, dict(self.input_ranges))
+        except Exception as err:  # the generic executable keeps serving the shape
+            with self._lock:
+                self._failed[key] = f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"
+                self._pending.pop(key, None)
+            return
+        with self._lock:
+            self._keep(key, built)
+            self._pending.pop(key, None)
+
+    def wait_specializations(self, timeout: float | None = None) -> None:
+        """Wait for the specialisations compiling in the background (specialize="auto")."""
+        for thread in list(self._pending.values()):
+            thread.join(timeout)
+
+    def _touch(self, key) -> None:
+        """Mark a specialisation as just used (LRU order)."""
+        with contextlib.suppress(KeyError):  # evicted meanwhile by another thread
+            self._specialized.move_to_end(key)
+
+    def _keep(self, key, spec: Specialization) -> None:
+        """Add a per-shape executable; beyond max_specializations, evict the least recently
+        used (never the generic one). Called under self._lock."""
+        self._specialized[key] = spec
+        per_shape = [k for k in self._specialized if k != GENERIC]
+        # A model without free dimensions has one shape: it is never evicted.
+        bound = max(1, self.max_specializations)
+        for old in per_shape[: max(0, len(per_shape) - bound)]:
+            del self._specialized[old]
+            self._evicted += 1
+
+    def _build(
+        self, shapes: dict[str, tuple], ranges: dict[str, tuple], generic: bool = False
+    ) -> Specialization:
         backend = self._backend
         fp16 = self.precision == "fp16"
         profile = (
@@ -258,8 +431,8 @@ class Model:
             )
         prepared = pipeline.prepare(
             self._source,
-            # fp16's range analysis needs every shape
-            shapes=shapes if backend.static_shapes or fp16 else None,
+            # fp16's range analysis needs every shape; a generic executable keeps them free
+            shapes=None if generic or not (backend.static_shapes or fp16) else shapes,
             required=backend.required_rewrites,
             substitute=self.target.substitutes,
             profile=profile,
@@ -273,14 +446,21 @@ class Model:
             self.target.name,
             backend.name,
             backend.fingerprint(),
-            json.dumps(self.options, sort_keys=True, default=str),
+            json.dumps(
+                {k: v for k, v in self.options.items() if k not in _SHAPE_OPTIONS},
+                sort_keys=True,
+                default=str,
+            ),
             json.dumps(backend.profile_facts(profile), sort_keys=True),
             __version__,
+            # A generic executable never shares an entry with one compiled for a shape.
+            "shapes: generic" if generic else "shapes: per-shape",
         )
         got = obtain(
             self._cache, backend, key, lambda d: backend.compile(graph, d, self.options, profile)
         )
         outputs = graph_outputs(graph)
+        self._builds += 1
         return Specialization(
             key=key,
             executable=got.executable,

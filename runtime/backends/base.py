@@ -35,6 +35,10 @@ class Backend(ABC):
     name: str
     # True: one compiled model per concrete input shape (TVM, ATC); False: one for all shapes.
     static_shapes: bool = True
+    # With static_shapes: whether compile() also takes a graph with free dimensions and makes
+    # one executable whose kernels read the extents at run time (it may raise CompileError for
+    # a graph that does not lower so: the model then compiles per shape).
+    generic_shapes: bool = False
     # Rewrites this backend's importer needs, run before the profile's own choices.
     required_rewrites: tuple[str, ...] = ()
     # compile() options this backend takes (gdp.compile(..., **options)).

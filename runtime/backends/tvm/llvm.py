@@ -55,6 +55,8 @@ class TvmLlvmBackend(TvmBackend):
     name = "tvm-llvm"
     pipeline = cpu_pipeline
     schedules = llvm_schedules
+    # Free dimensions become Relax symbolic shapes; llvm_schedules takes extents at run time.
+    generic_shapes = True
     # Reductions as TF writes them, in the forms llvm_schedules reads in one pass over rows.
     required_rewrites = (
         *TvmBackend.required_rewrites,

@@ -91,8 +91,15 @@ def schedule(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
     for gvar, func in mod.functions.items():
         if not isinstance(func, tvm.tirx.PrimFunc):
             continue
+        if func.attrs is not None and func.attrs.get("tirx.is_host_func", False):
+            continue  # a symbolic shape's computation on the host (shape-generic models)
         try:
-            sch = _schedule(func, cores)
+            try:
+                sch = _schedule(func, cores)
+            except _Symbolic:
+                # A shape-generic kernel whose extents a heuristic needs as numbers: the
+                # parametric schedule, strips and vectors sized from the run-time extents.
+                sch = _schedule_symbolic(func, cores)
         except (tvm.error.InternalError, tvm.s_tir.ScheduleError) as err:
             # A schedule primitive refused a kernel shape gdp's heuristics did not foresee
             # (TVM checks every primitive, so the refusal is clean): that kernel compiles as
@@ -109,6 +116,70 @@ def schedule(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
     for gvar, func in scheduled.items():
         mod[gvar] = func
     return mod
+
+
+class _Symbolic(Exception):
+    """A kernel extent is a run-time variable where a static schedule needs a number."""
+
+
+def _int(value) -> int:
+    """An extent as a number; _Symbolic where it is known only at run time (a shape-generic
+    kernel's free dimension)."""
+    if isinstance(value, int):
+        return value
+    if isinstance(value, tvm.tirx.IntImm):
+        return int(value.value)
+    raise _Symbolic(str(value))
+
+
+def _is_static(value) -> bool:
+    return isinstance(value, int | tvm.tirx.IntImm)
+
+
+def _schedule_symbolic(func: tvm.tirx.PrimFunc, cores: int) -> tvm.s_tir.Schedule | None:
+    """The schedule of a kernel with extents known only at run time (shape-generic
+    compilation). Producers are inlined as in _schedule (stencil sources stay materialised,
+    computed in full); each block then runs its outer spatial loops in parallel, in at most
+    STRIPS_PER_CORE strips per core whose row count is computed from the run-time extent, and
+    its row, where it is the innermost loop and the block is spatial, in vectors of
+    MAX_VECTOR_LANES elements, the last under a guard (the row's length is known only at run
+    time). Reductions keep TOPI's order inside their parallel outer loops."""
+    sch = tvm.s_tir.Schedule(func)
+    _inline_producers(sch)
+    for block in sch.get_child_blocks(sch.get_sblock("root")):
+        loops = sch.get_loops(block)
+        stmt = sch.get(block)
+        if not loops or len(stmt.iter_vars) != len(loops):
+            continue
+        spatial = leading_spatial_axes(stmt)
+        if spatial is None:
+            spatial = len(loops) if _is_spatial(sch, block) else 0
+        if spatial == 0:
+            continue
+        whole_row = spatial == len(loops)
+        if whole_row and spatial >= 2:
+            last = sch.get(loops[-1]).extent
+            channel = _is_static(last) and int(last) <= MAX_CHANNELS and spatial >= 3
+            inner = 2 if channel else 1
+            outer, row = loops[: spatial - inner], loops[spatial - inner : spatial]
+        else:
+            outer, row = loops[:spatial], []
+        if outer:
+            fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
+            if _is_static(sch.get(fused).extent):
+                sch.parallel(fused)
+            else:
+                strip, _ = sch.split(fused, [STRIPS_PER_CORE * cores, None])
+                sch.parallel(strip)
+        if row:
+            fused_row = sch.fuse(*row) if len(row) > 1 else row[0]
+            extent = sch.get(fused_row).extent
+            if _is_static(extent):
+                _vectorize_row(sch, [fused_row])
+            else:
+                _, vector = sch.split(fused_row, [None, MAX_VECTOR_LANES])
+                sch.vectorize(vector)
+    return sch
 
 
 def _schedule(func: tvm.tirx.PrimFunc, cores: int) -> tvm.s_tir.Schedule | None:
@@ -152,11 +223,11 @@ def _row_axes(sch: tvm.s_tir.Schedule, block) -> list:
     loops = sch.get_loops(block)
     if len(loops) < 2:
         return loops
-    return loops[: -2 if int(sch.get(loops[-1]).extent) <= MAX_CHANNELS else -1]
+    return loops[: -2 if _int(sch.get(loops[-1]).extent) <= MAX_CHANNELS else -1]
 
 
 def _row_extent(sch: tvm.s_tir.Schedule, block) -> int:
-    return math.prod(int(sch.get(lp).extent) for lp in _row_axes(sch, block))
+    return math.prod(_int(sch.get(lp).extent) for lp in _row_axes(sch, block))
 
 
 def _reduces_rows(sch: tvm.s_tir.Schedule, block, rows: int) -> bool:
@@ -164,14 +235,14 @@ def _reduces_rows(sch: tvm.s_tir.Schedule, block, rows: int) -> bool:
     (first) span the rows, its reduction axes (last) the row."""
     stmt = sch.get(block)
     spatial = leading_spatial_axes(stmt)
-    extents = [int(iv.dom.extent) for iv in stmt.iter_vars]
+    extents = [_int(iv.dom.extent) for iv in stmt.iter_vars]
     return bool(spatial) and math.prod(extents[:spatial]) == rows
 
 
 def _reduced_elements(sch: tvm.s_tir.Schedule, block) -> int:
     """How many elements each output of a reduction block combines."""
     return math.prod(
-        int(iv.dom.extent)
+        _int(iv.dom.extent)
         for iv in sch.get(block).iter_vars
         if iv.iter_type != tvm.tirx.IterVar.DataPar
     )
@@ -183,7 +254,8 @@ def _is_stencil_source(sch: tvm.s_tir.Schedule, block) -> bool:
     Point reads (extent 1, or a whole short axis such as RGB's three channels) and reads whose
     window depends on the data (a resize's source rows) are not stencils."""
     written = sch.get(block).writes[0].source  # the buffer
-    shape = [int(d) for d in written.shape]
+    # A dimension known only at run time (shape-generic kernels) is taken as large.
+    shape = [int(d) if _is_static(d) else math.inf for d in written.shape]
     for consumer in sch.get_consumers(block):
         for read in sch.get(consumer).reads:
             if not read.source.same_as(written):
@@ -275,12 +347,12 @@ def _vectorize_row(sch: tvm.s_tir.Schedule, loops: list) -> None:
     and loads stay contiguous. The first and the last vector stay scalar loops: at an image's
     border they read reflected indices, which simplify to plain shifted reads only away from the
     border, where the rest of the row then loads and stores whole vectors."""
-    last = int(sch.get(loops[-1]).extent)
+    last = _int(sch.get(loops[-1]).extent)
     # A channel axis of one (an HW1 grey image) too: vectorised alone, it would be one lane.
     is_channel = len(loops) >= 2 and last <= MAX_CHANNELS
     channels = last if is_channel else 1
     row = sch.fuse(*loops[-2:]) if is_channel else loops[-1]
-    extent = int(sch.get(row).extent)
+    extent = _int(sch.get(row).extent)
     step = math.lcm(4, channels)
     widths = range(MAX_VECTOR_LANES // step * step, 0, -step)
     lanes = next((d for d in widths if extent % d == 0 and 2 * d >= widths[0]), None)
@@ -361,7 +433,7 @@ def _flattened_rows(sch: tvm.s_tir.Schedule, outputs: list, sources: list, cores
         writes = sch.get(source).writes
         if not writes or not writes[0].source.shape:  # a scalar (a whole-image mean)
             continue
-        first = int(writes[0].source.shape[0])
+        first = _int(writes[0].source.shape[0])
         if first > rows and first % rows == 0:
             flattened.add(sch.get(source).name_hint)
     return flattened
@@ -379,7 +451,7 @@ def _row_partials(sch: tvm.s_tir.Schedule, sources: list) -> tuple[list, set]:
             continue
         loops = sch.get_loops(block)
         spatial = leading_spatial_axes(sch.get(block))  # a row reduction's: never None
-        lanes = _partial_lanes(int(sch.get(loops[-1]).extent))
+        lanes = _partial_lanes(_int(sch.get(loops[-1]).extent))
         if lanes is None:
             out.append(block)
             continue
@@ -403,7 +475,7 @@ def _strip_loop(sch: tvm.s_tir.Schedule, outputs: list, cores: int):
     for output in outputs:
         outer = _row_axes(sch, output)
         outer = sch.fuse(*outer) if len(outer) > 1 else outer[0]
-        strip, _rows = sch.split(outer, [None, _strip_rows(int(sch.get(outer).extent), cores)])
+        strip, _rows = sch.split(outer, [None, _strip_rows(_int(sch.get(outer).extent), cores)])
         strips.append(strip)
     # Several outputs share one strip loop: each strip computes its sources once for all.
     strip = sch.merge(*strips) if len(strips) > 1 else strips[0]
@@ -417,12 +489,12 @@ def _sources_recomputed(sch: tvm.s_tir.Schedule, outputs, sources, cores) -> set
     if not all(_row_axes(sch, output) for output in outputs):
         return None
     strip = _strip_loop(sch, outputs, cores)
-    count = int(sch.get(strip).extent)
+    count = _int(sch.get(strip).extent)
     for source in reversed(sources):
         sch.compute_at(source, strip, preserve_unit_loops=True)
     full = set()
     for source in sources:
-        domain = math.prod(int(iv.dom.extent) for iv in sch.get(source).iter_vars)
+        domain = math.prod(_int(iv.dom.extent) for iv in sch.get(source).iter_vars)
         loops = sch.get_loops(source)
         per_strip = math.prod(_largest_extent(sch, loops[: k + 1]) for k in range(1, len(loops)))
         if per_strip * count > MAX_STRIP_RECOMPUTE * domain:
@@ -481,11 +553,11 @@ def _schedule_reductions(sch: tvm.s_tir.Schedule, cores: int) -> bool:
         if sch.get(block).name_hint in scanned:
             continue
         loops = sch.get_loops(block)
-        if len(loops) == 1 and int(sch.get(loops[0]).extent) == 1 and _is_spatial(sch, block):
+        if len(loops) == 1 and _int(sch.get(loops[0]).extent) == 1 and _is_spatial(sch, block):
             continue
         kinds = [iv.iter_type for iv in sch.get(block).iter_vars]
         spatial = [lp for lp, k in zip(loops, kinds, strict=True) if k == tvm.tirx.IterVar.DataPar]
-        extents = [int(sch.get(lp).extent) for lp in loops]
+        extents = [_int(sch.get(lp).extent) for lp in loops]
         if len(kinds) != len(loops) or loops[: len(spatial)] != spatial:
             continue  # not the plain (spatial..., reduction...) nest TOPI writes
         if _is_spatial(sch, block):
@@ -502,7 +574,7 @@ def _schedule_reductions(sch: tvm.s_tir.Schedule, cores: int) -> bool:
             continue
         reduction = loops[len(spatial) :]
         fused = sch.fuse(*reduction) if len(reduction) > 1 else reduction[0]
-        extent = int(sch.get(fused).extent)
+        extent = _int(sch.get(fused).extent)
         if extent < MIN_PARALLEL_ELEMENTS:
             continue
         # About sqrt(n) partial sums of about sqrt(n) terms each: besides the parallelism, a
@@ -514,7 +586,7 @@ def _schedule_reductions(sch: tvm.s_tir.Schedule, cores: int) -> bool:
         partial = sch.rfactor(outer, factor_axis=0)
         partial_loops = sch.get_loops(partial)
         # The partial-result axis outermost, run in parallel.
-        parallel_loop = next(lp for lp in partial_loops if int(sch.get(lp).extent) == parts)
+        parallel_loop = next(lp for lp in partial_loops if _int(sch.get(lp).extent) == parts)
         others = [lp for lp in partial_loops if not lp.same_as(parallel_loop)]
         sch.reorder(parallel_loop, *others[: len(spatial)])
         sch.parallel(parallel_loop)
@@ -545,7 +617,9 @@ def row_scan(stmt) -> tuple[int, bool] | None:
     *lead, row, channel = [ivs[k].var for k in orders[0]]
     if not kind[channel] or kind[row] or len({kind[v] for v in lead}) != 1:
         return None
-    extent = {iv.var: int(iv.dom.extent) for iv in ivs}
+    if not all(_is_static(iv.dom.extent) for iv in ivs):
+        return None  # a shape-generic kernel's: scanned by _schedule_symbolic's loops
+    extent = {iv.var: _int(iv.dom.extent) for iv in ivs}
     if extent[channel] > MAX_CHANNELS:
         return None
     # The block's own order must be TOPI's: kept axes (rows then channel), then the reduced.
@@ -568,7 +642,7 @@ def _row_scans(sch: tvm.s_tir.Schedule, jobs: int) -> set[str]:
         if scan is None or scan[0] < jobs:
             continue
         stmt = sch.get(block)
-        row, channels = (int(stmt.iter_vars[k].dom.extent) for k in (-1, 0 if scan[1] else -2))
+        row, channels = (_int(stmt.iter_vars[k].dom.extent) for k in (-1, 0 if scan[1] else -2))
         width = max(1, tvm.DataType(stmt.writes[0].source.ty.dtype).bits // 8)
         piece = _piece(row, channels, width)
         if piece:
@@ -652,7 +726,7 @@ def _vector_partials(sch: tvm.s_tir.Schedule, block, spatial: int):
     reduction = loops[spatial:]
     if len(reduction) != 1:
         return None
-    lanes = _partial_lanes(int(sch.get(reduction[0]).extent))
+    lanes = _partial_lanes(_int(sch.get(reduction[0]).extent))
     if lanes is None:
         return None
     partial = _rfactor_lanes(sch, reduction[0], lanes, spatial)
@@ -718,7 +792,7 @@ def _gather_reduction(sch: tvm.s_tir.Schedule, block, spatial: int) -> bool:
     # loop (_zero_once's order).
     row = sch.get_loops(block)[-inner:]
     row = sch.fuse(*row) if len(row) > 1 else row[0]
-    extent = int(sch.get(row).extent)
+    extent = _int(sch.get(row).extent)
     lanes = next((d for d in range(MAX_VECTOR_LANES, 0, -1) if extent % d == 0), 1)
     if lanes > 1:
         sch.vectorize(sch.split(row, [None, lanes])[1])
