@@ -8,6 +8,8 @@ ONNX nodes in its place. They follow TF's CPU kernels formula for formula:
   adjust_hue_op.cc) and RGBToHSV, HSVToRGB (colorspace_op.h): elementwise ONNX math, each case
   of the kernels' branches a `Where`. tf2onnx's AdjustSaturation was off by up to 0.61 on a 0-1
   image; it has no RGBToHSV or HSVToRGB.
+- ExtractImagePatches: padding and two constant-index Gathers (tf2onnx wrote an identity-kernel
+  Conv, undefined for uint8 in ONNX and K*K multiplies per value).
 - ResizeBilinear of a non-float image: a Cast to float32 first, then tf2onnx's own Resize
   (tf2onnx resized uint8 in uint8 and declared a float result: an ill-typed graph).
 - ResizeArea, ResizeBicubic and ScaleAndTranslate (lanczos3/5, gaussian, mitchellcubic, and every
@@ -751,7 +753,57 @@ def _lower_resize_bilinear(e: _Emitter) -> None:
     Resize.version_11(e.ctx, e.node)
 
 
+def _patch_axis(size: int, k: int, stride: int, rate: int, same: bool) -> tuple[int, int, int]:
+    """One axis of TF's ExtractImagePatches: (output extent, padding before, padding after)."""
+    span = (k - 1) * rate + 1
+    if not same:
+        return max(-(-(size - span + 1) // stride), 0), 0, 0
+    out = -(-size // stride)
+    total = max((out - 1) * stride + span - size, 0)
+    return out, total // 2, total - total // 2
+
+
+def _lower_extract_patches(e: _Emitter) -> None:
+    """ExtractImagePatches as the gathers it is: zero padding (SAME), one Gather of the rows
+    every (output row, kernel row) reads, one of the columns, then the (kernel row, kernel
+    column, channel) axes moved last and flattened, TF's order. Exact in every dtype; tf2onnx
+    wrote an identity-kernel Conv, which ONNX does not define for uint8 and which multiplies
+    K*K zeros per value."""
+    shape = e.shape(0)
+    if shape is None or len(shape) != 4 or min(shape[1:3]) < 1:
+        if e.can_defer:
+            e.defer()
+            return
+        raise e.refuse(
+            f"gdp lowers extract_patches of an image whose height and width are known when the "
+            f"function is converted; here the input's shape is {shape}: give the function a "
+            "static input shape"
+        )
+    same = e.attr("padding") == "SAME"
+    ksizes, strides, rates = (list(e.attr(a)) for a in ("ksizes", "strides", "rates"))
+    x, pads = e.inputs[0], [[0, 0] for _ in range(4)]
+    indices = {}
+    for axis in (1, 2):
+        k, stride, rate = ksizes[axis], strides[axis], rates[axis]
+        out, before, after = _patch_axis(shape[axis], k, stride, rate, same)
+        if out == 0:
+            raise e.refuse(f"the patches of a {shape[1]}x{shape[2]} image are empty")
+        pads[axis] = [before, after]
+        indices[axis] = np.arange(out)[:, None] * stride + np.arange(k)[None, :] * rate
+    if any(p for pair in pads for p in pair):
+        starts, ends = (list(p) for p in zip(*pads, strict=True))
+        zero = e.const(0, onnx.helper.tensor_dtype_to_np_dtype(e.dtype(0)))
+        x = e.op("Pad", x, e.const(starts + ends, np.int64), zero, mode="constant")
+    # [N, H, W, C] -> [N, oh, kr, W, C] -> [N, oh, kr, ow, kc, C] -> [N, oh, ow, kr, kc, C]
+    x = e.op("Gather", x, e.const(indices[1], np.int64), axis=1)
+    x = e.op("Gather", x, e.const(indices[2], np.int64), axis=3)
+    x = e.op("Transpose", x, perm=[0, 1, 3, 2, 4, 5])
+    oh, ow = len(indices[1]), len(indices[2])
+    e.finish(e.op("Reshape", x, e.const([0, oh, ow, -1], np.int64)))
+
+
 LOWERINGS: dict[str, Callable[[_Emitter], None]] = {
+    "ExtractImagePatches": _lower_extract_patches,
     "ResizeBilinear": _lower_resize_bilinear,
     "AdjustSaturation": _lower_adjust_saturation,
     "AdjustHue": _lower_adjust_hue,

@@ -6,7 +6,7 @@ import cv2
 import numpy as np
 import tensorflow as tf
 
-from tests.corpus.registry import Input, known_issue, program
+from tests.corpus.registry import Input, program
 
 F32 = Input(dtype="float32")
 
@@ -128,10 +128,3 @@ program("crop_flip_scale", "geometry", crop_flip_scale, fp16="pointwise", fast=T
 program("subsample", "geometry", subsample, opencv=lambda image: image[::2, ::2].copy())
 program("extract_patches", "geometry", extract_patches, inputs=F32, size=(128, 160))
 program("extract_patches_same", "geometry", extract_patches_same)
-
-# Known issues (today's; each runs as a strict xfail).
-known_issue(
-    "extract_patches_same",
-    "CompileError: tf2onnx writes ExtractImagePatches of a uint8 image as a uint8 Conv, which "
-    "ONNX does not define (TVM's importer and onnxruntime reject the graph)",
-)

@@ -243,6 +243,30 @@ def test_bilinear_resizes_of_uint8_match_tf(photos, target, spec):
 
 
 @pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize(
+    "shape, dtype, sizes, strides, rates, padding",
+    [
+        ((1, 37, 53, 3), tf.uint8, [1, 8, 8, 1], [1, 4, 4, 1], [1, 1, 1, 1], "SAME"),
+        ((2, 37, 53, 3), tf.float32, [1, 3, 5, 1], [1, 2, 3, 1], [1, 2, 1, 1], "VALID"),
+        ((1, 30, 31, 2), tf.uint8, [1, 4, 3, 1], [1, 3, 5, 1], [1, 2, 3, 1], "SAME"),
+    ],
+)
+def test_extract_patches_match_tf(photos, target, shape, dtype, sizes, strides, rates, padding):
+    """tf2onnx wrote ExtractImagePatches as an identity-kernel Conv, which ONNX does not define
+    for uint8 (both targets rejected the graph); gdp's gathers are exact in every dtype, with
+    rates, odd strides and SAME's uneven padding."""
+
+    @tf.function(input_signature=[tf.TensorSpec(shape, dtype, name="img")])
+    def patches(img):
+        return tf.image.extract_patches(img, sizes, strides, rates, padding)
+
+    n, h, w, c = shape
+    image = np.stack([p[:h, :w, :c] for p in photos[:n]]).astype(dtype.as_numpy_dtype)
+    got = gdp.compile(patches, target=target)(image)
+    np.testing.assert_array_equal(got, patches(image).numpy())
+
+
+@pytest.mark.parametrize("target", TARGETS)
 def test_keras_and_v1_resizes_match_tf(photos, target):
     """Keras' Resizing(pad_to_aspect_ratio=True) pads inside a tf.cond with a constant
     predicate, so TF's shape inference loses the padded image's height and width: the resize
