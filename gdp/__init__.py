@@ -27,7 +27,11 @@ from gdp.errors import (
     UnsupportedOpError,
     VerificationError,
 )
+from gdp.startup import quiet_tensorflow as _quiet_tensorflow
 from gdp.version import __version__
+
+# TensorFlow, wherever it is first imported after gdp, starts without its notices on stderr.
+_quiet_tensorflow()
 
 # public name -> the module that defines it, imported on first access
 _LAZY = {

@@ -103,7 +103,15 @@ def load(
     cache_dir: str | os.PathLike | None = None,
 ) -> Model:
     """Load a model written by `Model.save` (or any ONNX file) for `target` (default: the one it
-    was saved with, else cpu). Compiled code comes from the cache when it is there."""
+    was saved with, else cpu); compiled code comes from the cache when it is there.
+
+    `path` may also be a bundle directory written by `Model.export` / `gdp export`: its
+    executables are loaded and nothing is ever compiled (gdp.bundle; a bundle built by another
+    gdp, toolchain or CPU, or with a damaged file, is refused with a `BundleError`)."""
+    from gdp import bundle
+
+    if bundle.is_bundle(path):
+        return bundle.load(path, target=target, cache_dir=cache_dir)
     graph = from_onnx(Path(path))
     meta = {p.key: p.value for p in graph.metadata_props}
     # gdp's own keys are not part of the program: drop them so the cache key matches the original.

@@ -1,5 +1,5 @@
-"""`gdp` on the command line: what is installed, ahead-of-time compilation into the cache, and
-the calibration of a target's cost profile."""
+"""`gdp` on the command line: what is installed, ahead-of-time compilation into the cache or
+into a bundle directory, and the calibration of a target's cost profile."""
 
 from __future__ import annotations
 
@@ -27,6 +27,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     cal.add_argument("--target", default="cpu", choices=sorted(TARGETS))
     cal.add_argument("--runs", type=int, default=30)
+    exp = sub.add_parser(
+        "export",
+        help="compile an ONNX file and write an ahead-of-time bundle of its executables "
+        "(gdp.load(DIR) runs it without compiling)",
+    )
+    exp.add_argument("onnx", help="path of the ONNX model")
+    exp.add_argument("--target", default="cpu", choices=sorted(TARGETS))
+    exp.add_argument(
+        "--shapes",
+        action="append",
+        default=[],
+        metavar="NAME=DIMS[,NAME=DIMS]",
+        help="input shapes to compile into the bundle, e.g. image=480x640x3 (repeatable; "
+        "? marks a free dimension: the shape-generic executable); default: the model's own",
+    )
+    exp.add_argument("-o", "--output", required=True, help="the bundle directory")
     sub.add_parser(
         "bench",
         help="the side-by-side benchmark (needs a source checkout); "
@@ -61,6 +77,18 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(profile.to_json())
         print(f"stored in {profile_path(args.target, default_cache_dir())}", file=sys.stderr)
+        return 0
+
+    if args.command == "export":
+        try:
+            model = gdp.compile(args.onnx, target=args.target)
+            path = model.export(args.output, shapes=args.shapes)
+        except gdp.GdpError as err:
+            print(f"gdp: {err}", file=sys.stderr)
+            return 2
+        from gdp.bundle import describe_bundle
+
+        print(json.dumps(describe_bundle(path), indent=2))
         return 0
 
     if args.command == "info":

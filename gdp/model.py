@@ -523,6 +523,17 @@ class Model:
         result = self._enqueue(arrays, None, profile=False, wait=True).result()
         return next(iter(result.values())) if len(result) == 1 else result
 
+    # -- ahead-of-time bundles ---------------------------------------------------------------
+
+    def export(self, directory: str | Path, shapes: Sequence | None = None) -> Path:
+        """Write every executable compiled so far (after compiling `shapes` first: dicts of
+        dims, or strings like "image=480x640x3", `?` for the shape-generic executable) with a
+        manifest into the bundle `directory`; `gdp.load(directory)` runs them without compiling
+        (gdp.bundle)."""
+        from gdp import bundle
+
+        return bundle.export(self, directory, shapes)
+
 
 class _Run:
     """One queued execution. Writes the caller's output buffers only after everything succeeded."""

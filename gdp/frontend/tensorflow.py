@@ -24,10 +24,12 @@ from gdp.errors import FrontendError, UnsupportedOpError
 from gdp.frontend.common import OPSET, finalize
 from gdp.frontend.tf_lowerings import DEFERRED_DOMAIN, Lowerings, has_deferred, resolve_deferred
 from gdp.rewrites.specialize import specialize_shapes
+from gdp.startup import quiet_tensorflow
 
 
 def _quiet_tensorflow():
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    """TensorFlow, its first import without start-up notices (gdp.startup)."""
+    quiet_tensorflow()  # done by `import gdp` already; here for the reader
     import tensorflow as tf
 
     return tf
