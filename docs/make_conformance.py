@@ -21,6 +21,7 @@ import cv2  # noqa: E402
 
 import gdp  # noqa: E402
 import tests.conformance as conformance  # noqa: E402
+from gdp.progress import progress, write  # noqa: E402
 from tests.conformance.core import bound  # noqa: E402
 
 
@@ -44,7 +45,7 @@ def main() -> None:
         cases = [p.values[0] for p in split_core(cases) if not p.marks]
     rows, passed, missed = [], 0, []
     start = time.perf_counter()
-    for case in cases:
+    for case in progress(cases, desc="conformance", unit="case"):
         try:
             err, ok, _, _ = case.run()
             verdict = "pass" if ok else ("known miss" if case.known_miss else "FAIL")
@@ -60,7 +61,7 @@ def main() -> None:
             f"| {case.function} | {case.dtype} | {case.border} | {case.size} | {case.params} "
             f"| {case.tolerance} | {shown} | {verdict} | {why} |"
         )
-        print(f"{verdict:10s} {case.id} {shown}", flush=True)
+        write(f"{verdict:10s} {case.id} {shown}")
     elapsed = time.perf_counter() - start
     lines = [
         "# gdp.cv2 conformance",

@@ -17,6 +17,7 @@ from onnx import helper
 
 import gdp
 from gdp.frontend.common import IR_VERSION, OPSET
+from gdp.progress import progress
 from gdp.rewrites import profiles, rules
 from gdp.rewrites.microbenchmarks import BASIC
 from gdp.rewrites.profiles import CostProfile, OpCost, store_profile
@@ -63,7 +64,10 @@ def calibrate(target: str = "cpu", runs: int = 30, store: bool = True) -> CostPr
     # into the one the current profile favours, and the two would measure the same.
     as_given = dataclasses.replace(get_target(target), substitutes=False)
     ops = {}
-    for name, (model, inputs, elements) in microbenchmarks().items():
+    timed = microbenchmarks()
+    for name, (model, inputs, elements) in progress(
+        timed.items(), desc=f"gdp calibrate {target}", total=len(timed), unit="op"
+    ):
         compiled = gdp.compile(model, target=as_given)
         for _ in range(3):
             compiled.submit(inputs, wait=True).result()
