@@ -224,17 +224,20 @@ def _compile(model: Model, shapes: dict[str, tuple[int | None, ...]]) -> None:
                 f"shapes {_describe(shapes)}: a free dimension (?) stands for the model's own "
                 f"free dimensions ({_describe(own)}); give every other one"
             )
-        if not getattr(model, "_generic", False):
-            why = getattr(model, "generic_error", None)
+        if not model._generic:
+            if model.precision == "fp16":
+                why = "fp16 compiles one executable per shape"
+            elif model.generic_error:
+                why = f"its generic compile failed: {model.generic_error}"
+            else:
+                why = f"it compiles per shape (specialize={model.specialize!r})"
             raise BundleError(
                 f"shapes {_describe(shapes)}: the model has no shape-generic executable on "
-                f"target {model.target.name!r}"
-                + (f" ({why})" if why else " (precision or backend compile per shape)")
-                + ": give concrete shapes"
+                f"target {model.target.name!r} ({why}): give concrete shapes"
             )
         model._generic_specialization()
         return
-    if getattr(model, "_generic", False):
+    if model._generic:
         # A generic model runs every shape on its generic executable: the shape's own executable
         # is built here, as its background specialisation would build it.
         key = (tuple(tuple(shapes[n]) for n in model.input_names), ())

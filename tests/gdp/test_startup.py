@@ -84,6 +84,20 @@ def test_gdp_then_tensorflow_compiles_without_startup_notices():
     assert done.stderr == "", done.stderr
 
 
+def test_the_op_library_imports_tensorflow_quietly():
+    """gdp.ops' modules import TensorFlow at their top: the first import of the process."""
+    done = run(
+        """
+        import sys
+        import gdp.ops.color
+        print("tensorflow" in sys.modules)
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True"]
+    assert done.stderr == "", done.stderr
+
+
 def test_the_users_log_level_wins():
     done = run(
         """
