@@ -1,17 +1,21 @@
 """gdp.cv2: OpenCV's Python API, run through gdp. `import gdp.cv2 as cv2` and keep the program.
 
-Accelerated functions (`accelerated()` lists them) compile once per function, shapes, dtypes,
-parameters and target (`gdp.set_target()` or GDP_TARGET; default cpu), then run from the
-cache. Called on TF tensors inside a tf.function, they build the graph instead, so a chain of
-calls compiles into one program. Everything else is OpenCV's own (imread, drawing, constants);
-GDP_CV2_STRICT=1 turns any call into OpenCV itself into a FallthroughError.
+Accelerated functions (`accelerated()` lists them) compile one program per function, dtype,
+channel count, structural parameters (kernel sizes, interpolation, borders, flags) and target
+(`gdp.set_target()` or GDP_TARGET; default cpu), then run from the cache: values such as
+thresholds, alpha/beta, warp matrices and Gaussian weights are run-time inputs of the program,
+and the image size is free where the function's graph is written for any size. Programs are
+kept in gdp's disk cache, so a later process runs them without TensorFlow; `import gdp.cv2`
+imports neither TensorFlow nor the compiler. Called on TF tensors inside a tf.function, they
+build the graph instead, so a chain of calls compiles into one program. Everything else is
+OpenCV's own (imread, drawing, constants); GDP_CV2_STRICT=1 turns any call into OpenCV itself
+into a FallthroughError.
 """
 
 from __future__ import annotations
 
 import cv2 as _cv2
 
-from gdp.api import default_target, set_target
 from gdp.cv2 import color, dnn, filters, geometry, pointwise  # noqa: F401 - they register
 from gdp.cv2.common import ACCELERATED, FallthroughError, strict
 from gdp.cv2.engine import cache_info, clear_cache
@@ -44,6 +48,20 @@ def _fallthrough(value, name: str):
             " forbids falling through to OpenCV"
         )
     return value
+
+
+def set_target(target) -> None:
+    """gdp.set_target: the target of gdp.compile and of gdp.cv2's eager calls."""
+    from gdp.api import set_target as set_
+
+    set_(target)
+
+
+def default_target():
+    """gdp.default_target."""
+    from gdp.api import default_target as default
+
+    return default()
 
 
 def __getattr__(name: str):

@@ -8,13 +8,15 @@ import cv2 as _cv2
 import numpy as np
 
 from gdp.cv2 import common, engine
-from gdp.ops import color as ops_color
+
+ops_color = common.LazyModule("gdp.ops.color")
 
 _U8, _F32 = ("uint8",), ("uint8", "float32")
 
 
 def _table() -> dict[int, tuple]:
-    """code -> (op, params, source channel counts, output channels, dtypes accelerated)."""
+    """code -> (op name in gdp.ops.color, params, source channel counts, output channels,
+    dtypes accelerated)."""
     c = _cv2
     t: dict[int, tuple] = {}
     for code, swap, dcn in [
@@ -25,28 +27,28 @@ def _table() -> dict[int, tuple]:
         (c.COLOR_BGR2RGBA, True, 4),
         (c.COLOR_RGBA2BGR, True, 3),
     ]:
-        t[code] = (ops_color.reorder, {"swap": swap, "dcn": dcn}, (3, 4), dcn, _F32)
+        t[code] = ("reorder", {"swap": swap, "dcn": dcn}, (3, 4), dcn, _F32)
     for code, dcn in [(c.COLOR_GRAY2BGR, 3), (c.COLOR_GRAY2BGRA, 4)]:
-        t[code] = (ops_color.gray_to_color, {"dcn": dcn}, (1,), dcn, _F32)
+        t[code] = ("gray_to_color", {"dcn": dcn}, (1,), dcn, _F32)
     for bgr, rgb, op, dcn, dtypes in [
-        (c.COLOR_BGR2GRAY, c.COLOR_RGB2GRAY, ops_color.to_gray, 1, _F32),
-        (c.COLOR_BGR2YCrCb, c.COLOR_RGB2YCrCb, ops_color.to_ycrcb, 3, _F32),
-        (c.COLOR_BGR2HSV, c.COLOR_RGB2HSV, ops_color.to_hsv, 3, _F32),
-        (c.COLOR_BGR2Lab, c.COLOR_RGB2Lab, ops_color.to_lab, 3, _F32),
+        (c.COLOR_BGR2GRAY, c.COLOR_RGB2GRAY, "to_gray", 1, _F32),
+        (c.COLOR_BGR2YCrCb, c.COLOR_RGB2YCrCb, "to_ycrcb", 3, _F32),
+        (c.COLOR_BGR2HSV, c.COLOR_RGB2HSV, "to_hsv", 3, _F32),
+        (c.COLOR_BGR2Lab, c.COLOR_RGB2Lab, "to_lab", 3, _F32),
     ]:
         t[bgr] = (op, {"bidx": 0}, (3, 4), dcn, dtypes)
         t[rgb] = (op, {"bidx": 2}, (3, 4), dcn, dtypes)
-    t[c.COLOR_BGRA2GRAY] = (ops_color.to_gray, {"bidx": 0}, (3, 4), 1, _F32)
-    t[c.COLOR_RGBA2GRAY] = (ops_color.to_gray, {"bidx": 2}, (3, 4), 1, _F32)
-    t[c.COLOR_HSV2BGR] = (ops_color.from_hsv, {"bidx": 0}, (3,), 3, _F32)
-    t[c.COLOR_HSV2RGB] = (ops_color.from_hsv, {"bidx": 2}, (3,), 3, _F32)
+    t[c.COLOR_BGRA2GRAY] = ("to_gray", {"bidx": 0}, (3, 4), 1, _F32)
+    t[c.COLOR_RGBA2GRAY] = ("to_gray", {"bidx": 2}, (3, 4), 1, _F32)
+    t[c.COLOR_HSV2BGR] = ("from_hsv", {"bidx": 0}, (3,), 3, _F32)
+    t[c.COLOR_HSV2RGB] = ("from_hsv", {"bidx": 2}, (3,), 3, _F32)
     for code, bidx, u_first in [
         (c.COLOR_YUV2BGR_NV12, 0, True),
         (c.COLOR_YUV2RGB_NV12, 2, True),
         (c.COLOR_YUV2BGR_NV21, 0, False),
         (c.COLOR_YUV2RGB_NV21, 2, False),
     ]:
-        t[code] = (ops_color.nv_to_rgb, {"bidx": bidx, "uv_first_u": u_first}, (1,), 3, _U8)
+        t[code] = ("nv_to_rgb", {"bidx": bidx, "uv_first_u": u_first}, (1,), 3, _U8)
     return t
 
 
@@ -89,7 +91,7 @@ def cvtColor(src, code, dst=None, dstCn=0, hint=None):
     scn = 1 if len(shape) == 2 else shape[2]
     if scn not in scns:
         raise _channel_error(scn)
-    if op is ops_color.nv_to_rgb and (shape[1] % 2 != 0 or shape[0] % 3 != 0):
+    if op == "nv_to_rgb" and (shape[1] % 2 != 0 or shape[0] % 3 != 0):
         raise common.error("cvtColor", "sz.width % 2 == 0 && sz.height % 3 == 0")
     reason = None
     if dtype not in dtypes:
@@ -100,6 +102,15 @@ def cvtColor(src, code, dst=None, dstCn=0, hint=None):
         if graph:
             raise common.error("cvtColor", reason + " (graph mode)")
         raise common.NotAccelerated(reason)
-    if op is ops_color.from_hsv and dtype == "uint8":
+    # Every conversion is written for any image size but two: NV12/NV21's planes are split at
+    # 2/3 of the traced height, and uint8 HSV2BGR's vector/scalar rounding split depends on the
+    # width. Those compile per size.
+    free = op != "nv_to_rgb"
+    if op == "from_hsv" and dtype == "uint8":
         params = {**params, "simd_block": _hsv_simd_block()}
-    return engine.call(f"cvtColor.{op.__name__}", op, [src], params, dst)
+        free = False
+    return engine.call(f"cvtColor.{op}", _convert, [src], dict(params, op=op), dst, free=free)
+
+
+def _convert(image, op: str, **params):
+    return getattr(ops_color, op)(image, **params)

@@ -7,10 +7,13 @@ import cv2 as _cv2
 import numpy as np
 
 from gdp.cv2 import common, engine
-from gdp.ops import geometry as ops_geometry
+
+ops_geometry = common.LazyModule("gdp.ops.geometry")
 
 
-def _blob(*images, size, crop, swap_rb, mean, scale, float_out):
+def _blob(*images, size, crop, swap_rb, float_out, mean=None, scale=None):
+    """The blob of `images`; `mean` (four values) and `scale` (for a float blob) are numbers
+    or, in a compiled program, float64 scalar tensors given at run time."""
     import tensorflow as tf
 
     planes = []
@@ -33,13 +36,12 @@ def _blob(*images, size, crop, swap_rb, mean, scale, float_out):
         if x.shape.rank == 2:
             x = x[:, :, None]
         if float_out:
+            # float32 (x - mean) * scale, as OpenCV: subtracting 0 and scaling by 1 change
+            # nothing, so one program serves every mean and scale.
             x = tf.cast(x, tf.float32)
             channels = int(x.shape[2])
-            m = np.array(mean[:channels], np.float32)
-            if np.any(m):
-                x = x - tf.constant(m)
-            if scale != 1.0:
-                x = x * tf.constant(scale, tf.float32)
+            m = tf.cast(tf.convert_to_tensor(mean, tf.float64)[:channels], tf.float32)
+            x = (x - m) * tf.cast(tf.cast(scale, tf.float64), tf.float32)
         if swap_rb:
             x = tf.concat([x[:, :, 2::-1], x[:, :, 3:]], axis=2)
         planes.append(tf.transpose(x, [2, 0, 1]))
@@ -68,17 +70,14 @@ def _blob_call(func, images, scalefactor, size, mean, swapRB, crop, ddepth):
             "only uint8/float32 images with 1, 3 or 4 channels are accelerated"
         )
     wanted = None if size is None or tuple(size) in ((0, 0), ()) else (int(size[0]), int(size[1]))
-    params = dict(
-        size=wanted,
-        crop=bool(crop),
-        swap_rb=bool(swapRB),
-        mean=tuple(mean4[:4]),
-        scale=float(scalefactor),
-        float_out=ddepth == _cv2.CV_32F,
-    )
+    float_out = ddepth == _cv2.CV_32F
+    params = dict(size=wanted, crop=bool(crop), swap_rb=bool(swapRB), float_out=float_out)
+    # The mean and the scale are run-time inputs; the output size, crop and channel order are
+    # structural, and so is the source size (the resize's tables follow from it).
+    values = {"mean": tuple(mean4[:4]), "scale": float(scalefactor)} if float_out else {}
     if engine.is_graph_call(*images):
-        return _blob(*images, **params)
-    return engine.run(f"dnn.{func}", _blob, images, params)
+        return _blob(*images, **params, **values)
+    return engine.run(f"dnn.{func}", _blob, images, params, values=values)
 
 
 @common.accelerate("dnn.blobFromImage")

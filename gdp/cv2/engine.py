@@ -8,7 +8,9 @@ function of its image inputs. Its other arguments are of two kinds:
   change the program: they are Python values, constants of the graph, part of its key;
 - value parameters (thresholds, alpha/beta, warp matrices), which do not: they are run-time
   inputs of the program, fed to it as one float64 vector `params` beside src0, src1, ... and
-  handed to `graph` as float64 scalar tensors (a tuple of them for a sequence value).
+  handed to `graph` as float64 tensors (a scalar, or a 1-D tensor for a sequence value).
+  tf2onnx merges Cast(float64 -> float32 -> float64) into nothing, so a value OpenCV rounds to
+  float32 is rounded on the host before it is fed.
 An eager call compiles one program per (function, dtypes, channel counts, structural
 parameters, target): the images' height and width are free dimensions of the program (for the
 functions whose graphs are written for any size, `free=`), and a new value runs the same
@@ -43,12 +45,14 @@ _FORMAT = 1
 
 @dataclass
 class CacheInfo:
-    """Programs made for eager calls in this process (`compilations`: those traced from TF
-    rather than read back from the disk cache), and calls that found theirs."""
+    """Programs made for eager calls in this process (`programs` and `compilations` agree: one
+    per key, made once), calls that found theirs (`hits`), and how many of the programs were
+    traced from TensorFlow (`traced`) rather than read back from the disk cache."""
 
     programs: int = 0
     compilations: int = 0
     hits: int = 0
+    traced: int = 0
 
 
 _programs: dict[tuple, Model] = {}
@@ -57,7 +61,7 @@ _traced = 0
 
 
 def cache_info() -> CacheInfo:
-    return CacheInfo(len(_programs), _traced, _hits)
+    return CacheInfo(len(_programs), len(_programs), _hits, _traced)
 
 
 def clear_cache() -> None:
@@ -102,14 +106,14 @@ def _pack(values: Mapping[str, Any]) -> np.ndarray:
 
 
 def _unpack(params, layout) -> dict:
-    """The params tensor -> {name: scalar tensor, or a tuple of them}."""
+    """The params tensor -> {name: a scalar tensor, or a 1-D tensor for a sequence}."""
     out, at = {}, 0
     for name, length in layout:
         if length is None:
             out[name] = params[at]
             at += 1
         else:
-            out[name] = tuple(params[at + i] for i in range(length))
+            out[name] = params[at : at + length]
             at += length
     return out
 
@@ -300,17 +304,13 @@ def call(
 
 
 def constants(values: Mapping[str, Any] | None) -> dict:
-    """Value parameters as the graph functions receive them, for graph mode: float64 scalar
-    tensors (tuples of them for sequences), as the program's `params` input would give."""
+    """Value parameters as the graph functions receive them, for graph mode: float64 tensors
+    (scalars, 1-D for sequences), as the program's `params` input would give."""
     if not values:
         return {}
     import tensorflow as tf
 
-    out = {}
-    for name, v in values.items():
-        if np.ndim(v) == 0:
-            out[name] = tf.constant(float(v), tf.float64)
-        else:
-            out[name] = tuple(tf.constant(float(x), tf.float64) for x in np.ravel(v))
-    return out
-
+    return {
+        name: tf.constant(np.asarray(v, np.float64).reshape(() if np.ndim(v) == 0 else -1))
+        for name, v in values.items()
+    }

@@ -6,11 +6,11 @@ from __future__ import annotations
 import cv2 as _cv2
 import numpy as np
 
-import gdp
-from gdp.cv2 import common, engine
-from gdp.ops import border as ops_border
-from gdp.ops import filters as F
-from gdp.ops import image as ops_image
+from gdp.cv2 import common, engine, kernels
+
+F = common.LazyModule("gdp.ops.filters")
+B = common.LazyModule("gdp.ops.border")
+ops_image = common.LazyModule("gdp.ops.image")
 
 # The input depths gdp filters (OpenCV takes more: those fall through to OpenCV).
 _DEPTHS = {np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.int16)}
@@ -22,11 +22,11 @@ _CV_DEPTH = {
     _cv2.CV_32F: np.float32,
     _cv2.CV_64F: np.float64,
 }
-_FILTER_BORDERS = (
-    ops_border.BORDER_CONSTANT,
-    ops_border.BORDER_REPLICATE,
-    ops_border.BORDER_REFLECT,
-    ops_border.BORDER_REFLECT_101,
+_FILTER_BORDERS = (  # gdp.ops.border's codes are OpenCV's
+    _cv2.BORDER_CONSTANT,
+    _cv2.BORDER_REPLICATE,
+    _cv2.BORDER_REFLECT,
+    _cv2.BORDER_REFLECT_101,
 )
 
 
@@ -110,8 +110,54 @@ def GaussianBlur(
         raise common.NotAccelerated(
             f"{src.dtype} is not accelerated (uint8, uint16, float32, float64 are)"
         )
-    params = dict(ksize=(kw, kh), sigma_x=float(sigmaX), sigma_y=float(sigmaY), border=border)
-    return engine.call("GaussianBlur", F.gaussian_blur, [src], params, dst)
+    dtype = common.dtype_of(src)
+    sigma_x = float(sigmaX)
+    sigma_y = float(sigmaY) if sigmaY > 0 else sigma_x
+    kw = kw if kw > 0 else kernels.gaussian_ksize(sigma_x, dtype)
+    kh = kh if kh > 0 else kernels.gaussian_ksize(sigma_y, dtype)
+    # The kernel sizes are structural; the weights, computed here from sigma as OpenCV does
+    # (its fixed tables for sigma <= 0 included), are run-time inputs of the program.
+    values = {
+        "kx": tuple(kernels.gaussian_weights(kw, sigma_x, dtype)),
+        "ky": tuple(kernels.gaussian_weights(kh, sigma_y, dtype)),
+    }
+    return engine.call("GaussianBlur", _gaussian, [src], {"border": border}, dst, values)
+
+
+def _weighted_taps(padded, weights, axis: int, length: int):
+    """sum of weights[t] * padded shifted by t along `axis` (0: rows, 1: columns), in order:
+    gdp.ops.filters' taps with weights given at run time (a zero weight adds an exact 0)."""
+    total = None
+    for t in range(int(weights.shape[0])):
+        index = [slice(None)] * padded.shape.rank
+        index[axis] = slice(t, t + length)
+        term = padded[tuple(index)] * weights[t]
+        total = term if total is None else total + term
+    return total
+
+
+def _gaussian(image, border, kx, ky):
+    """gdp.ops.filters.gaussian_blur with its weights float64 scalar tensors: uint8 and uint16
+    in OpenCV's fixed point (exact integer sums, one rounding), floats in the image's type."""
+    import tensorflow as tf
+
+    if image.dtype == tf.uint8:
+        work = tf.int32
+    elif image.dtype == tf.uint16:
+        work = tf.int64
+    else:
+        work = image.dtype
+    h, w = int(image.shape[0]), int(image.shape[1])
+    nx, ny = int(kx.shape[0]), int(ky.shape[0])
+    ax, ay = nx // 2, ny // 2
+    padded = B.pad(tf.cast(image, work), ay, ny - 1 - ay, ax, nx - 1 - ax, border)
+    rows = _weighted_taps(padded, tf.cast(kx, work), 1, w)
+    total = _weighted_taps(rows, tf.cast(ky, work), 0, h)
+    if image.dtype == tf.uint8:
+        return tf.cast(tf.bitwise.right_shift(total + (1 << 15), 16), tf.uint8)
+    if image.dtype == tf.uint16:
+        return tf.cast(tf.math.floordiv(total + (1 << 31), 1 << 32), tf.uint16)
+    return total
 
 
 def _box(src, out_dtype, ksize, anchor, normalize, border):
@@ -167,7 +213,11 @@ def blur(src, ksize, dst=None, anchor=(-1, -1), borderType=_cv2.BORDER_DEFAULT):
     return boxFilter(src, -1, ksize, dst=dst, anchor=anchor, normalize=True, borderType=borderType)
 
 
-def _linear_graph(src, out_dtype, kernel_x, kernel_y, kernel_2d, anchor, delta, border, scale):
+def _linear_graph(
+    src, out_dtype, kernel_x, kernel_y, kernel_2d, anchor, delta, border, scale, derive=None
+):
+    if derive is not None:
+        kernel_x, kernel_y, kernel_2d = _derived_kernels(derive).values()
     return _linear(
         src,
         np.dtype(out_dtype),
@@ -193,6 +243,7 @@ def _run_linear(
     delta=0.0,
     border=_cv2.BORDER_DEFAULT,
     scale=1.0,
+    derive=None,
 ):
     out = _out_dtype(func, src, ddepth)
     as_list = lambda k: None if k is None else np.asarray(k, np.float64).tolist()
@@ -205,6 +256,7 @@ def _run_linear(
         delta=float(delta),
         border=border,
         scale=float(scale),
+        derive=derive,
     )
     return engine.call(func, _linear_graph, [src], params, dst)
 
@@ -281,13 +333,15 @@ def Sobel(
     border = _border("Sobel", borderType)
     if not _takes(src):
         raise common.NotAccelerated(f"{src.dtype} is not accelerated")
-    kx, ky = F.deriv_kernel(dx, ksize), F.deriv_kernel(dy, ksize)
-    if ksize == 1 and dx == 0:  # ksize 1: the derivative axis alone (3 taps), no smoothing
-        kx = np.array([1.0])
-    if ksize == 1 and dy == 0:
-        ky = np.array([1.0])
     return _run_linear(
-        "Sobel", src, ddepth, dst, kernel_x=kx, kernel_y=ky, delta=delta, border=border, scale=scale
+        "Sobel",
+        src,
+        ddepth,
+        dst,
+        derive=("sobel", dx, dy, ksize),
+        delta=delta,
+        border=border,
+        scale=scale,
     )
 
 
@@ -326,6 +380,29 @@ def Laplacian(
     border = _border("Laplacian", borderType)
     if not _takes(src):
         raise common.NotAccelerated(f"{src.dtype} is not accelerated")
+    return _run_linear(
+        "Laplacian",
+        src,
+        ddepth,
+        dst,
+        derive=("laplacian", ksize, float(scale)),
+        delta=delta,
+        border=border,
+    )
+
+
+def _derived_kernels(derive: tuple) -> dict:
+    """The kernels of a Sobel/Scharr ("sobel", dx, dy, ksize) or a Laplacian ("laplacian",
+    ksize, scale), computed when the program is traced (gdp.ops' deriv_kernel)."""
+    if derive[0] == "sobel":
+        _, dx, dy, ksize = derive
+        kx, ky = F.deriv_kernel(dx, ksize), F.deriv_kernel(dy, ksize)
+        if ksize == 1 and dx == 0:  # ksize 1: the derivative axis alone (3 taps), no smoothing
+            kx = np.array([1.0])
+        if ksize == 1 and dy == 0:
+            ky = np.array([1.0])
+        return {"kernel_x": kx, "kernel_y": ky, "kernel_2d": None}
+    _, ksize, scale = derive
     if ksize <= 3:
         kernel = np.array(
             [[0, 1, 0], [1, -4, 1], [0, 1, 0]]
@@ -336,9 +413,7 @@ def Laplacian(
     else:  # d2/dx2 + d2/dy2, both Sobel kernels of size ksize, as one 2-D kernel
         d2, smooth = F.deriv_kernel(2, ksize), F.deriv_kernel(0, ksize)
         kernel = np.outer(smooth, d2) + np.outer(d2, smooth)
-    return _run_linear(
-        "Laplacian", src, ddepth, dst, kernel_2d=kernel * scale, delta=delta, border=border
-    )
+    return {"kernel_x": None, "kernel_y": None, "kernel_2d": kernel * scale}
 
 
 @common.accelerate("medianBlur")
@@ -353,8 +428,13 @@ def medianBlur(src, ksize, dst=None):
             "only ksize 3 and 5 on uint8, uint16 and float32 are accelerated"
         )
     # uint8: a bit-by-bit median (byte compares, cheaper); other dtypes: a sorting network.
-    op = F.median_u8 if dtype == np.uint8 else F.median
-    return engine.call("medianBlur", op, [src], {"ksize": int(ksize)}, dst)
+    return engine.call("medianBlur", _median, [src], {"ksize": int(ksize)}, dst)
+
+
+def _median(image, ksize):
+    import tensorflow as tf
+
+    return (F.median_u8 if image.dtype == tf.uint8 else F.median)(image, ksize)
 
 
 def _morph(src, kernel, anchor, dilate, iterations, border, border_value):
@@ -476,12 +556,32 @@ def morphologyEx(
     return engine.call("morphologyEx", _morph_ex, [src], dict(params, op=int(op)), dst)
 
 
-def _canny_prepare(image, low, high, l2, aperture):
+def _canny_prepare(image, l2, aperture, low, high):
+    """Non-maximum suppression and the double threshold; `low` and `high` (integers, as float64
+    scalar tensors) are run-time inputs."""
+    import tensorflow as tf
+
     if image.shape.rank == 2:
         dx, dy = F.canny_gradients(image, aperture)
     else:
         dx, dy = F.canny_gradients_color(image, aperture, l2)
+    low, high = tf.cast(low, dx.dtype), tf.cast(high, dx.dtype)
     return ops_image.canny_candidates(dx, dy, low, high, l2)
+
+
+def _canny_thresholds(low: float, high: float, l2_gradient: bool) -> tuple[int, int]:
+    """gdp.ops.image.canny_thresholds (the integer thresholds cv2.Canny compares magnitudes
+    with), here so that a call on a compiled program imports no TensorFlow."""
+    if low > high:
+        low, high = high, low
+    if l2_gradient:
+        low, high = min(32767.0, low), min(32767.0, high)
+        low, high = (t * t if t > 0 else t for t in (low, high))
+    return int(np.floor(low)), int(np.floor(high))
+
+
+def _hysteresis(candidates, strong, steps):
+    return ops_image.hysteresis_step(candidates, strong, steps)
 
 
 # Hysteresis rounds per compiled step of an eager Canny (see samples/canny.py).
@@ -499,19 +599,22 @@ def Canny(image, threshold1, threshold2, edges=None, apertureSize=3, L2gradient=
         raise common.error("Canny", "_src.depth() == CV_8U")
     # Aperture 7's gradients are scaled by 1/16 (see canny_gradients), its thresholds too.
     scale = 16.0 if apertureSize == 7 else 1.0
-    low, high = ops_image.canny_thresholds(threshold1 / scale, threshold2 / scale, bool(L2gradient))
-    params = dict(low=low, high=high, l2=bool(L2gradient), aperture=int(apertureSize))
+    low, high = _canny_thresholds(threshold1 / scale, threshold2 / scale, bool(L2gradient))
+    params = dict(l2=bool(L2gradient), aperture=int(apertureSize))
+    values = {"low": low, "high": high}
     if engine.is_graph_call(image):
         raise common.error(
             "Canny",
             "graph mode: hysteresis iterates to a fixed point, which"
             " gdp runs eagerly; call Canny on arrays",
         )
-    candidates, strong = engine.run("Canny.prepare", _canny_prepare, [image], params, outputs=2)
-    maps = {"src0": candidates, "src1": strong}
-    track = engine.program(
-        "Canny.track", ops_image.hysteresis_step, list(maps.values()), {"steps": CANNY_ROUNDS}
+    candidates, strong = engine.run(
+        "Canny.prepare", _canny_prepare, [image], params, outputs=2, values=values
     )
+    maps = {"src0": candidates, "src1": strong}
+    track = engine.program("Canny.track", _hysteresis, list(maps.values()), {"steps": CANNY_ROUNDS})
+    import gdp
+
     tracked, _ = gdp.fixed_point(track, maps, carry={"src1": "dst0"})
     strong = tracked["dst0"]
     return common.finish(strong * np.uint8(255), edges)

@@ -6,11 +6,27 @@ import cv2 as _cv2
 import numpy as np
 
 from gdp.cv2 import common, engine
-from gdp.ops import border as ops_border
-from gdp.ops import geometry as ops_geometry
+
+ops_border = common.LazyModule("gdp.ops.border")
+ops_geometry = common.LazyModule("gdp.ops.geometry")
+
+# gdp.ops's codes are OpenCV's (not read from gdp.ops: that would import TensorFlow)
+_BORDERS = (
+    _cv2.BORDER_CONSTANT,
+    _cv2.BORDER_REPLICATE,
+    _cv2.BORDER_REFLECT,
+    _cv2.BORDER_WRAP,
+    _cv2.BORDER_REFLECT_101,
+)
+INTER_NEAREST, INTER_LINEAR, INTER_CUBIC, INTER_AREA = (
+    _cv2.INTER_NEAREST,
+    _cv2.INTER_LINEAR,
+    _cv2.INTER_CUBIC,
+    _cv2.INTER_AREA,
+)
 
 
-def _border_type(func: str, border_type: int, allowed=tuple(ops_border.BORDER_NAMES)) -> int:
+def _border_type(func: str, border_type: int, allowed=_BORDERS) -> int:
     base = int(border_type) & ~_cv2.BORDER_ISOLATED
     if base not in allowed:
         raise common.error(func, f"Unknown/unsupported border type: {border_type}")
@@ -32,7 +48,11 @@ def copyMakeBorder(src, top, bottom, left, right, borderType, dst=None, value=No
         border=border,
         value=scalar,
     )
-    return engine.call("copyMakeBorder", ops_border.pad, [src], params, dst)
+    return engine.call("copyMakeBorder", _pad, [src], params, dst)
+
+
+def _pad(image, top, bottom, left, right, border, value):
+    return ops_border.pad(image, top, bottom, left, right, border, value)
 
 
 def _flip(image, code: int):
@@ -49,7 +69,7 @@ def _flip(image, code: int):
 def flip(src, flipCode, dst=None):
     src = common.image("flip", src)
     code = 0 if flipCode == 0 else (1 if flipCode > 0 else -1)
-    return engine.call("flip", _flip, [src], {"code": code}, dst)
+    return engine.call("flip", _flip, [src], {"code": code}, dst, free=True)
 
 
 def _transpose(image):
@@ -62,7 +82,7 @@ def _transpose(image):
 @common.accelerate("transpose")
 def transpose(src, dst=None):
     src = common.image("transpose", src)
-    return engine.call("transpose", _transpose, [src], {}, dst)
+    return engine.call("transpose", _transpose, [src], {}, dst, free=True)
 
 
 def _rotate(image, code: int):
@@ -78,14 +98,14 @@ def rotate(src, rotateCode, dst=None):
     codes = (_cv2.ROTATE_90_CLOCKWISE, _cv2.ROTATE_180, _cv2.ROTATE_90_COUNTERCLOCKWISE)
     if rotateCode not in codes:
         raise common.error("rotate", f"unknown rotateCode {rotateCode}")
-    return engine.call("rotate", _rotate, [src], {"code": int(rotateCode)}, dst)
+    return engine.call("rotate", _rotate, [src], {"code": int(rotateCode)}, dst, free=True)
 
 
 _INTERPOLATIONS = {
-    _cv2.INTER_NEAREST: ops_geometry.INTER_NEAREST,
-    _cv2.INTER_LINEAR: ops_geometry.INTER_LINEAR,
-    _cv2.INTER_CUBIC: ops_geometry.INTER_CUBIC,
-    _cv2.INTER_AREA: ops_geometry.INTER_AREA,
+    _cv2.INTER_NEAREST: INTER_NEAREST,
+    _cv2.INTER_LINEAR: INTER_LINEAR,
+    _cv2.INTER_CUBIC: INTER_CUBIC,
+    _cv2.INTER_AREA: INTER_AREA,
 }
 
 
@@ -108,26 +128,29 @@ def resize(src, dsize, dst=None, fx=0, fy=0, interpolation=_cv2.INTER_LINEAR):
     # OpenCV halves by exactly 2 with the area filter even when asked for bilinear (but not
     # for 2-channel images).
     halving = integer_scale and scale_x == 2 and scale_y == 2 and common.channels(src) != 2
-    if method == ops_geometry.INTER_LINEAR and halving:
-        method = ops_geometry.INTER_AREA
+    if method == INTER_LINEAR and halving:
+        method = INTER_AREA
     dtype = common.dtype_of(src)
     if method is None or dtype not in (np.uint8, np.uint16, np.int16, np.float32, np.float64):
         raise common.NotAccelerated(
             "this interpolation or dtype is not accelerated (nearest, linear, cubic and area"
             " on uint8, uint16, int16, float32 and float64 are)"
         )
-    if (width, height) == (w, h) and method != ops_geometry.INTER_AREA:
+    if (width, height) == (w, h) and method != INTER_AREA:
         return (
             common.finish(np.array(src, copy=True), dst) if not engine.is_graph_call(src) else src
         )
+    # One program per source and output size: OpenCV's interpolation tables (which source
+    # pixels and weights each output pixel takes) follow from both sizes.
     params = dict(width=width, height=height, scale_x=scale_x, scale_y=scale_y, method=method)
-    return engine.call("resize", ops_geometry.resize, [src], params, dst)
+    return engine.call("resize", _resize, [src], params, dst)
 
 
-_WARP_INTERPOLATIONS = {
-    _cv2.INTER_NEAREST: ops_geometry.INTER_NEAREST,
-    _cv2.INTER_LINEAR: ops_geometry.INTER_LINEAR,
-}
+def _resize(image, width, height, scale_x, scale_y, method):
+    return ops_geometry.resize(image, width, height, scale_x, scale_y, method)
+
+
+_WARP_INTERPOLATIONS = {_cv2.INTER_NEAREST: INTER_NEAREST, _cv2.INTER_LINEAR: INTER_LINEAR}
 _WARP_BORDERS = (_cv2.BORDER_CONSTANT, _cv2.BORDER_REPLICATE)
 
 
@@ -173,14 +196,106 @@ def warpAffine(
             raise common.error("warpAffine", reason + " (graph mode)")
         raise common.NotAccelerated(reason)
     if not int(flags) & _cv2.WARP_INVERSE_MAP:
-        matrix = ops_geometry.invert_affine(matrix)
+        matrix = _invert_affine(matrix)
     value = tuple(float(v) for v in np.ravel(borderValue if borderValue is not None else 0.0))
-    params = dict(
-        matrix=tuple(float(v) for v in matrix.ravel()),
-        width=width,
-        height=height,
-        method=method,
-        border=int(borderMode),
-        value=value,
+    # The matrix is a run-time input: one program per output size, interpolation, border
+    # (and its value), dtype and channel count serves every matrix and source size.
+    params = dict(width=width, height=height, method=method, border=int(borderMode), value=value)
+    return engine.call(
+        "warpAffine", _warp_affine, [src], params, dst, _warp_values(matrix, height), True
     )
-    return engine.call("warpAffine", ops_geometry.warp_affine, [src], params, dst)
+
+
+def _warp_values(matrix: np.ndarray, height: int) -> dict:
+    """The run-time inputs of a warp: per coordinate, the float32 x coefficient and constant
+    and each output row's float32 product y*M[1] (computed here in float32 as OpenCV and
+    gdp.ops.geometry do: a float32 rounding inside the program would be lost, see engine)."""
+    f32 = np.float32
+    m = np.asarray(matrix, np.float64).reshape(2, 3)
+    rows = np.arange(height, dtype=np.float32)
+    out = {}
+    for axis, name in ((0, "x"), (1, "y")):
+        out[f"m{name}"] = (float(f32(m[axis, 0])), float(f32(m[axis, 2])))
+        out[f"rows_{name}"] = (rows * f32(m[axis, 1])).astype(np.float64)
+    return out
+
+
+def _invert_affine(matrix: np.ndarray) -> np.ndarray:
+    """cv::invertAffineTransform, in double as OpenCV does it (a singular matrix gives zeros);
+    gdp.ops.geometry.invert_affine's arithmetic, here so that a call on a compiled program
+    imports no TensorFlow."""
+    m = np.asarray(matrix, np.float64).reshape(2, 3)
+    det = m[0, 0] * m[1, 1] - m[0, 1] * m[1, 0]
+    d = 1.0 / det if det != 0 else 0.0
+    a11, a22, a12, a21 = m[1, 1] * d, m[0, 0] * d, -m[0, 1] * d, -m[1, 0] * d
+    b1 = -a11 * m[0, 2] - a12 * m[1, 2]
+    b2 = -a21 * m[0, 2] - a22 * m[1, 2]
+    return np.array([[a11, a12, b1], [a21, a22, b2]])
+
+
+def _source_coordinate(coefficients, row_products, width: int, block: int, zero):
+    """gdp.ops.geometry._source_coordinate with the matrix given at run time: the
+    (height, width) float32 coordinate m_x*x + m_y*y + m_c with OpenCV's roundings, from
+    `coefficients` (m_x, m_c as float32 values) and `row_products` (float32 y*m_y per row)."""
+    import tensorflow as tf
+
+    mx, mc = coefficients[0], tf.cast(coefficients[1], tf.float32)
+    products = tf.cast(row_products, tf.float32)[:, None]
+    cols = tf.constant(np.arange(width, dtype=np.float64)[None, :]) + tf.cast(zero, tf.float64)
+    # x*m_x is exact in float64, so the sum rounds once (an fma's result)
+    vector = tf.cast(mx * cols + tf.cast(products + mc, tf.float64), tf.float32)
+    vectorised = (width // block) * block if block else 0
+    if vectorised == width:
+        return vector
+    scalar = tf.cast(mx * cols + tf.cast(products, tf.float64), tf.float32) + mc
+    return tf.where(tf.cast(cols, tf.float32) < vectorised, vector, scalar)
+
+
+def _warp_affine(image, width, height, method, border, value, mx, my, rows_x, rows_y):
+    """gdp.ops.geometry.warp_affine (WARP_INVERSE_MAP semantics, OpenCV 4.11+'s arithmetic)
+    for a source of any size (read from the run's shape) and a matrix given at run time (see
+    _warp_values)."""
+    import tensorflow as tf
+
+    block = ops_geometry.WARP_VECTOR_BLOCK
+    shape = tf.shape(image)
+    rows, cols = shape[0], shape[1]
+    zero = tf.cast(tf.reshape(image, [-1])[0], tf.float32) * 0.0
+    sx = _source_coordinate(mx, rows_x, width, block, zero)
+    sy = _source_coordinate(my, rows_y, width, block, zero)
+    flat = tf.reshape(image, [-1, *image.shape[2:]])
+    outside = ops_geometry.border_value(value, image) if border == _cv2.BORDER_CONSTANT else None
+    # Clamp in float first: beyond one pixel outside, every neighbour is the border anyway,
+    # and the clamp keeps the int32 conversion in range for any matrix.
+    sx = tf.clip_by_value(sx, -2.0, tf.cast(cols, tf.float32) + 1.0)
+    sy = tf.clip_by_value(sy, -2.0, tf.cast(rows, tf.float32) + 1.0)
+
+    def fetch(iy, ix):
+        # The clamp keeps every index in range, as the gather's unchecked loads need.
+        at = tf.clip_by_value(iy, 0, rows - 1) * cols + tf.clip_by_value(ix, 0, cols - 1)
+        pixel = tf.gather(flat, at)
+        if outside is None:
+            return pixel
+        inside = (ix >= 0) & (ix < cols) & (iy >= 0) & (iy < rows)
+        inside = inside[..., None] if image.shape.rank == 3 else inside
+        return tf.where(inside, pixel, outside)
+
+    if method == INTER_NEAREST:  # v_round / cvRound: half to even
+        return fetch(tf.cast(tf.round(sy), tf.int32), tf.cast(tf.round(sx), tf.int32))
+    fx0, fy0 = tf.floor(sx), tf.floor(sy)
+    ix, iy = tf.cast(fx0, tf.int32), tf.cast(fy0, tf.int32)
+    fx, fy = sx - fx0, sy - fy0
+    if image.shape.rank == 3:
+        fx, fy = fx[..., None], fy[..., None]
+
+    def pixel(dy: int, dx: int):
+        return tf.cast(fetch(iy + dy, ix + dx), tf.float32)
+
+    p00, p01, p10, p11 = pixel(0, 0), pixel(0, 1), pixel(1, 0), pixel(1, 1)
+    v0 = p00 + fx * (p01 - p00)
+    v1 = p10 + fx * (p11 - p10)
+    out = v0 + fy * (v1 - v0)
+    if image.dtype == tf.float32:
+        return out
+    out = tf.clip_by_value(tf.round(out), image.dtype.min, image.dtype.max)
+    return tf.cast(out, image.dtype)

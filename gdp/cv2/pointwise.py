@@ -95,54 +95,73 @@ def threshold(src, thresh, maxval, type, dst=None):
 # --- arithmetic ------------------------------------------------------------------------------
 
 
-def _as_f32(value):
-    """A float64 scalar tensor rounded to float32 and held in float64 (float(np.float32(v)))."""
+def _f32(value: float) -> float:
+    """float(np.float32(value)): OpenCV's float32 parameter, rounded on the host (a
+    Cast(float64 -> float32 -> float64) in the program is dropped by tf2onnx)."""
+    return float(np.float32(value))
+
+
+def _scale_abs_table(alpha: float, beta: float) -> np.ndarray:
+    """convertScaleAbs of every uint8 level: gdp.ops.pointwise.convert_scale_abs's table."""
+    x = np.arange(256, dtype=np.float64) * _f32(alpha) + _f32(beta)
+    return np.clip(np.rint(np.abs(x.astype(np.float32))), 0, 255).astype(np.uint8)
+
+
+def _lookup(image, table):
+    """table[image]: a table computed on the host for the call's values."""
     import tensorflow as tf
 
-    return tf.cast(tf.cast(value, tf.float32), tf.float64)
+    return tf.gather(table, tf.cast(image, tf.int32))
 
 
 def _convert_scale_abs(image, alpha, beta):
-    """ops.convert_scale_abs with alpha and beta float64 scalar tensors: the same arithmetic
-    (the uint8 table computed in the program, from the run's alpha and beta)."""
+    """ops.convert_scale_abs for float32 images, alpha and beta float64 scalar tensors holding
+    float32 values: the product is exact in float64, so the sum rounds once (a float32 fma)."""
     import tensorflow as tf
 
-    a32, b32 = _as_f32(alpha), _as_f32(beta)
-    if image.dtype == tf.uint8:
-        x = tf.range(256, dtype=tf.float64) * a32 + b32  # exact product, one rounding
-        table = tf.clip_by_value(tf.round(tf.abs(tf.cast(x, tf.float32))), 0.0, 255.0)
-        return tf.gather(tf.cast(table, tf.uint8), tf.cast(image, tf.int32))
-    x = tf.cast(tf.cast(image, tf.float64) * a32 + b32, tf.float32)
+    x = tf.cast(tf.cast(image, tf.float64) * alpha + beta, tf.float32)
     return ops.saturate(tf.abs(x), tf.uint8)
 
 
 @common.accelerate("convertScaleAbs")
 def convertScaleAbs(src, dst=None, alpha=1.0, beta=0.0):
     src, graph = _src("convertScaleAbs", src)
-    values = {"alpha": float(alpha), "beta": float(beta)}
     if _dtype(src) not in ("uint8", "float32"):
         if graph:
             raise common.error("convertScaleAbs", f"{_dtype(src)} is not accelerated")
         raise common.NotAccelerated(f"{_dtype(src)} is not accelerated")
+    if graph:
+        return ops.convert_scale_abs(src, float(alpha), float(beta))
+    if _dtype(src) == "uint8":  # a 256-entry table of this call's alpha and beta
+        table = _scale_abs_table(float(alpha), float(beta))
+        out = engine.run("convertScaleAbs.table", _lookup, [src, table], {}, free=1)
+        return common.finish(out, dst)
+    values = {"alpha": _f32(alpha), "beta": _f32(beta)}
     return engine.call("convertScaleAbs", _convert_scale_abs, [src], {}, dst, values, True)
 
 
-def _add_weighted(a, b, dtype, alpha, beta, gamma):
-    """ops.add_weighted with alpha, beta, gamma float64 scalar tensors: the same arithmetic
-    (the uint8 table of every input pair computed in the program, from the run's weights)."""
+def _add_weighted_table(alpha: float, beta: float, gamma: float) -> np.ndarray:
+    """addWeighted of every pair of uint8 levels, a*256 + b: gdp.ops.pointwise.add_weighted's
+    table (OpenCV's float32 fma(a, alpha, fma(b, beta, gamma)))."""
+    levels = np.arange(256, dtype=np.float64)
+    inner = (levels * _f32(beta) + _f32(gamma)).astype(np.float32)
+    x = levels[:, None] * _f32(alpha) + inner.astype(np.float64)[None, :]
+    return np.clip(np.rint(x.astype(np.float32)), 0, 255).astype(np.uint8).ravel()
+
+
+def _add_weighted_lookup(a, b, table):
     import tensorflow as tf
 
-    out = _tf_dtype(dtype)
-    if a.dtype == tf.uint8 and out == tf.uint8:
-        levels = tf.range(256, dtype=tf.float64)
-        inner = tf.cast(tf.cast(levels * _as_f32(beta) + _as_f32(gamma), tf.float32), tf.float64)
-        x = levels[:, None] * _as_f32(alpha) + inner[None, :]
-        table = tf.clip_by_value(tf.round(tf.cast(x, tf.float32)), 0.0, 255.0)
-        table = tf.reshape(tf.cast(table, tf.uint8), [-1])
-        index = tf.cast(a, tf.int32) * 256 + tf.cast(b, tf.int32)
-        return tf.gather(table, index)
+    return tf.gather(table, tf.cast(a, tf.int32) * 256 + tf.cast(b, tf.int32))
+
+
+def _add_weighted(a, b, dtype, alpha, beta, gamma):
+    """ops.add_weighted's float64 form (every case but uint8 -> uint8), the weights float64
+    scalar tensors."""
+    import tensorflow as tf
+
     x = tf.cast(a, tf.float64) * alpha + tf.cast(b, tf.float64) * beta + gamma
-    return ops.saturate(x, out)
+    return ops.saturate(x, _tf_dtype(dtype))
 
 
 @common.accelerate("addWeighted")
@@ -164,6 +183,15 @@ def addWeighted(src1, alpha, src2, beta, gamma, dst=None, dtype=-1):
         if graph:
             raise common.error("addWeighted", reason)
         raise common.NotAccelerated(reason)
+    if graph:
+        return ops.add_weighted(
+            src1, float(alpha), src2, float(beta), float(gamma), _tf_dtype(out_dtype)
+        )
+    if out_dtype == "uint8" and _dtype(src1) == "uint8":  # a table of this call's weights
+        table = _add_weighted_table(float(alpha), float(beta), float(gamma))
+        arrays = [src1, src2, table]
+        out = engine.run("addWeighted.table", _add_weighted_lookup, arrays, {}, free=2)
+        return common.finish(out, dst)
     values = {"alpha": float(alpha), "beta": float(beta), "gamma": float(gamma)}
     params = {"dtype": out_dtype}
     return engine.call("addWeighted", _add_weighted, [src1, src2], params, dst, values, True)
