@@ -66,8 +66,28 @@ class Binding:
     callee: str | None  # the PrimFunc's name for a call_tir, else None
 
 
+# The size the fusion plan's cost takes for a dimension known only at run time (a shape-generic
+# model's free height or width): a typical image's, so that the plan is the one a specialised
+# model of that size would get.
+REPRESENTATIVE_EXTENT = 1024
+
+
+def _extent(d) -> int:
+    """A dimension as a number, a run-time one (tir.Var, or an expression of some) taken at
+    REPRESENTATIVE_EXTENT. TypeError where it does not evaluate."""
+    if isinstance(d, int | tvm.tirx.IntImm):
+        return int(d)
+    analyzer = tvm.sym.Analyzer()
+    for var in tvm.tirx.analysis.undefined_vars(d):
+        analyzer.bind(var, tvm.tirx.const(REPRESENTATIVE_EXTENT, str(var.ty.dtype)))
+    value = analyzer.simplify(d)
+    if not isinstance(value, tvm.tirx.IntImm):
+        raise TypeError(f"dimension {d} does not evaluate")
+    return int(value)
+
+
 def _numel(shape) -> int:
-    return int(np.prod([int(d) for d in shape], dtype=np.int64))
+    return int(np.prod([_extent(d) for d in shape], dtype=np.int64))
 
 
 def _elements(ty) -> int:
@@ -214,9 +234,15 @@ def _reduces_rows(found) -> bool:
     block, internal = found
     if not leading_spatial_axes(block):
         return False
-    extents = [int(iv.dom.extent) for iv in block.iter_vars]
+    extents = [iv.dom.extent for iv in block.iter_vars]
+
+    def same(shape) -> bool:  # run-time extents too (shape-generic kernels)
+        return len(shape) == len(extents) and all(
+            tvm.sym.Analyzer().can_prove_equal(d, e) for d, e in zip(shape, extents, strict=True)
+        )
+
     return any(
-        [int(d) for d in read.source.shape] == extents
+        same(list(read.source.shape))
         for read in block.reads
         if not any(read.source.same_as(b) for b in internal)  # a kernel parameter
     )

@@ -1,0 +1,186 @@
+"""Shape-generic compilation on the cpu (issue 19): a free dimension compiles once into kernels
+that take the extent at run time; specialisations for hot shapes are optional and bounded; a
+graph that does not compile generically is compiled per shape instead, never wrong.
+
+Every result is checked against TensorFlow running the same tf.function (the independent
+oracle), at sizes that move strip boundaries and vector tails (1x1, odd and prime extents, 1080p).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import gdp
+
+# Sizes chosen to move the vector tail (widths not a multiple of 16 pixels) and the strip
+# boundaries (prime and odd row counts), plus random ones; 1x1 and 1080p at the ends.
+FIXED = [(1, 1), (2, 3), (7, 5), (97, 131), (481, 640), (1080, 1920)]
+RANDOM = [tuple(int(v) for v in s) for s in np.random.default_rng(19).integers(3, 400, (14, 2))]
+SIZES = FIXED + RANDOM
+
+
+@tf.function(input_signature=[tf.TensorSpec([None, None, 3], tf.uint8, name="img")])
+def _resize_normalise_chw(img):
+    # The serving pre-processing of the issue: any size -> 224x224, [0, 1], CHW.
+    resized = tf.image.resize(tf.cast(img, tf.float32), (224, 224))
+    return tf.transpose(resized / 255.0, (2, 0, 1))
+
+
+_BOX = tf.ones((3, 3, 3, 1), tf.float32) / 9.0
+
+
+@tf.function(input_signature=[tf.TensorSpec([None, None, 3], tf.float32, name="img")])
+def _blur_and_scale(img):
+    # A free-sized output: a 3x3 box filter with zero borders (halos on every strip), then
+    # elementwise arithmetic fused into it.
+    blurred = tf.nn.depthwise_conv2d(img[None], _BOX, [1, 1, 1, 1], "SAME")[0]
+    return blurred * 2.0 - img
+
+
+@tf.function(input_signature=[tf.TensorSpec([None, None, 3], tf.float32, name="img")])
+def _reflect_blur(img):
+    # Reflected borders (OpenCV's default): TF needs at least two rows and columns.
+    padded = tf.pad(img[None], [[0, 0], [1, 1], [1, 1], [0, 0]], mode="REFLECT")
+    return tf.nn.depthwise_conv2d(padded, _BOX, [1, 1, 1, 1], "VALID")[0] * 2.0 - img
+
+
+def _image(shape, dtype=np.uint8, seed=0) -> np.ndarray:
+    rng = np.random.default_rng(seed + shape[0] * 7919 + shape[1])
+    x = rng.integers(0, 256, (*shape, 3), dtype=np.uint8)
+    return x if dtype == np.uint8 else x.astype(np.float32) / 255
+
+
+def _resize_atol(shape) -> float:
+    """A bilinear resize's float32 source coordinates round apart from TF's by up to a few ulp
+    of the image extent (gdp.frontend.verify's allowance: 4 ulp of the extent)."""
+    return max(2e-5, 4 * float(np.finfo(np.float32).eps) * max(shape))
+
+
+def _check(model, program, x, atol) -> None:
+    got = model(x)
+    want = program(x).numpy()
+    assert got.shape == want.shape, (x.shape, got.shape, want.shape)
+    np.testing.assert_allclose(got, want, rtol=0, atol=atol, err_msg=f"input {x.shape}")
+
+
+def test_one_compile_serves_every_size(tmp_path):
+    model = gdp.compile(_resize_normalise_chw, target="cpu", cache_dir=tmp_path, specialize="never")
+    assert model.report()["shapes_mode"] == "generic"
+    assert model.report()["builds"] == 1
+    for shape in SIZES:
+        _check(model, _resize_normalise_chw, _image(shape), atol=_resize_atol(shape))
+    report = model.report()
+    assert report["builds"] == 1, report  # no compile after the first, at any size
+    assert report["shapes"] == [] and report["specializations_pending"] == 0
+
+
+@pytest.mark.parametrize(
+    ("program", "smallest"), [(_blur_and_scale, 1), (_reflect_blur, 2)], ids=["same", "reflect"]
+)
+def test_free_sized_stencil_output_is_exact_at_every_size(tmp_path, program, smallest):
+    model = gdp.compile(program, target="cpu", cache_dir=tmp_path, specialize="never")
+    assert model.report()["shapes_mode"] == "generic", model.report()["generic_error"]
+    sizes = [(smallest, smallest), (2, 2), (3, 50), (17, smallest), (97, 131), (481, 640)]
+    for shape in [*sizes, (1080, 1920)]:
+        _check(model, program, _image(shape, np.float32), atol=1e-5)
+    assert model.report()["builds"] == 1
+
+
+def test_auto_specialises_a_hot_shape_in_the_background(tmp_path):
+    model = gdp.compile(_resize_normalise_chw, target="cpu", cache_dir=tmp_path, specialize_after=2)
+    hot, other = _image((97, 131)), _image((45, 61))
+    _check(model, _resize_normalise_chw, hot, atol=1e-4)
+    _check(model, _resize_normalise_chw, other, atol=1e-4)
+    assert model.report()["shapes"] == []  # one call each: the generic kernel served both
+    _check(model, _resize_normalise_chw, hot, atol=1e-4)  # the second: starts its compile
+    model.wait_specializations()
+    report = model.report()
+    assert report["shapes"] == [{"img": (97, 131, 3)}], report
+    assert report["specializations_failed"] == {}
+    _check(model, _resize_normalise_chw, hot, atol=1e-4)  # now on its own executable
+    assert model._last is not model._specialized["generic"]
+    _check(model, _resize_normalise_chw, other, atol=1e-4)
+    assert model._last is model._specialized["generic"]
+
+
+def test_specialisations_are_bounded_lru(tmp_path):
+    model = gdp.compile(
+        _blur_and_scale,
+        target="cpu",
+        cache_dir=tmp_path,
+        specialize="always",
+        max_specializations=2,
+        verify=False,
+    )
+    assert model.report()["shapes_mode"] == "per-shape"
+    shapes = [(5, 7), (6, 9), (11, 4)]
+    for shape in shapes:
+        _check(model, _blur_and_scale, _image(shape, np.float32), atol=1e-5)
+    report = model.report()
+    assert [s["img"][:2] for s in report["shapes"]] == shapes[1:], report
+    assert report["evicted"] == 1
+    # The evicted shape still runs, correctly: compiled again (the disk cache has it).
+    _check(model, _blur_and_scale, _image(shapes[0], np.float32), atol=1e-5)
+    report = model.report()
+    assert [s["img"][:2] for s in report["shapes"]] == [shapes[2], shapes[0]], report
+    # Not compiled again: the executable comes from the process's or the disk's cache.
+    assert report["cache"] in ("memory", "disk") and report["evicted"] == 2
+    assert report["builds"] == 4
+
+
+def test_auto_specialisations_are_bounded_and_the_evicted_shape_runs_generic(tmp_path):
+    model = gdp.compile(
+        _blur_and_scale,
+        target="cpu",
+        cache_dir=tmp_path,
+        specialize_after=1,
+        max_specializations=1,
+        verify=False,
+    )
+    first, second = _image((9, 10), np.float32), _image((12, 8), np.float32)
+    _check(model, _blur_and_scale, first, atol=1e-5)
+    model.wait_specializations()
+    _check(model, _blur_and_scale, second, atol=1e-5)
+    model.wait_specializations()
+    report = model.report()
+    assert report["shapes"] == [{"img": (12, 8, 3)}] and report["evicted"] == 1, report
+    _check(model, _blur_and_scale, first, atol=1e-5)
+
+
+@tf.function(input_signature=[tf.TensorSpec([None, None, 3], tf.float32, name="img")])
+def _symmetric_blur(img):
+    # tf.pad SYMMETRIC becomes Slices and a Concat whose sizes TVM's importer needs as numbers
+    # ("Split cannot handle ShapeExpr inputs"): no generic compile.
+    padded = tf.pad(img[None], [[0, 0], [1, 1], [1, 1], [0, 0]], mode="SYMMETRIC")
+    return tf.nn.depthwise_conv2d(padded, _BOX, [1, 1, 1, 1], "VALID")[0]
+
+
+def test_a_graph_that_does_not_compile_generically_runs_per_shape(tmp_path):
+    model = gdp.compile(_symmetric_blur, target="cpu", cache_dir=tmp_path)
+    report = model.report()
+    if report["shapes_mode"] == "generic":
+        pytest.skip("a SYMMETRIC pad compiles generically now: the fallback needs another graph")
+    assert report["shapes_mode"] == "per-shape" and report["generic_error"], report
+    for shape in [(1, 1), (24, 40), (97, 131)]:
+        _check(model, _symmetric_blur, _image(shape, np.float32), atol=1e-5)
+    assert len(model.report()["shapes"]) == 3
+
+
+def test_the_generic_entry_never_collides_with_a_per_shape_one(tmp_path):
+    generic = gdp.compile(_blur_and_scale, target="cpu", cache_dir=tmp_path, verify=False)
+    per_shape = gdp.compile(
+        _blur_and_scale, target="cpu", cache_dir=tmp_path, specialize="always", verify=False
+    )
+    x = _image((31, 29), np.float32)
+    _check(per_shape, _blur_and_scale, x, atol=1e-5)
+    assert per_shape.report()["cache"] == "compiled"  # not the generic entry of the same graph
+    assert per_shape._last.key != generic._specialized["generic"].key
+
+
+def test_bad_shape_options_are_named(tmp_path):
+    with pytest.raises(gdp.GdpError, match="specialize"):
+        gdp.compile(_blur_and_scale, target="cpu", specialize="sometimes", verify=False)
+    with pytest.raises(gdp.GdpError, match="max_specializations"):
+        gdp.compile(_blur_and_scale, target="cpu", max_specializations=-1, verify=False)
