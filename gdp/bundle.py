@@ -160,9 +160,13 @@ def export(
         parse_shapes(s, model.inputs) if isinstance(s, str) else check_shapes(s, model.inputs)
         for s in (shapes or [])
     ]
+    root = Path(directory)
+    _check_destination(root)
     for shape in progress(asked, desc="gdp export: compiling", unit="shape"):
         _compile(model, shape)
-    specs = list(model._specialized.items())
+    model.wait_specializations()  # hot shapes compiling in the background go in too
+    with model._lock:
+        specs = list(model._specialized.items())
     if not specs:
         free = {s.name: s.shape for s in model.inputs}
         raise BundleError(
@@ -170,8 +174,6 @@ def export(
             f"{_describe(free)} have free dimensions); give the shapes to bundle "
             f"(--shapes / shapes=) or run the model on them first"
         )
-    root = Path(directory)
-    _check_destination(root)
     root.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.tmp-", dir=root.parent))
     try:
