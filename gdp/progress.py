@@ -40,12 +40,26 @@ def progress(
         leave=False,
         dynamic_ncols=True,
     ) as bar:
-        yield from bar
+        _bars.append(bar)
+        try:
+            yield from bar
+        finally:
+            _bars.remove(bar)
+
+
+# The bars of progress() now running, innermost last.
+_bars: list = []
+
+
+def _shown(bar) -> bool:
+    """Whether a bar has been drawn (its delay has passed), as tqdm itself tells."""
+    return bar.last_print_t >= bar.start_t + bar.delay
 
 
 def write(line: str) -> None:
-    """Print a line on stdout without breaking a progress bar on the terminal."""
-    if on_terminal():
+    """Print a line on stdout without breaking a progress bar drawn on the terminal (and without
+    drawing one before its delay)."""
+    if any(_shown(bar) for bar in _bars):
         from tqdm import tqdm
 
         tqdm.write(line, file=sys.stdout)
