@@ -110,7 +110,7 @@ def load(
     gdp, toolchain or CPU, or with a damaged file, is refused with a `BundleError`)."""
     from gdp import bundle
 
-    if bundle.is_bundle(path):
+    if Path(path).is_dir():
         return bundle.load(path, target=target, cache_dir=cache_dir)
     graph = from_onnx(Path(path))
     meta = {p.key: p.value for p in graph.metadata_props}

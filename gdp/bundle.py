@@ -200,6 +200,7 @@ def export(
             "host": host_facts(backend),
             "precision": model.precision,
             "options": model.options,
+            "generic_error": model.generic_error,
             "source": SOURCE,
             "inputs": [{"name": s.name, "shape": list(s.shape)} for s in model.inputs],
             "executables": executables,
@@ -329,11 +330,6 @@ def _publish(tmp: Path, root: Path) -> None:
 
 
 # -- load -----------------------------------------------------------------------------------
-
-
-def is_bundle(path: str | os.PathLike) -> bool:
-    """Whether `path` is a directory holding a bundle manifest (a gdp.load argument)."""
-    return Path(path).is_dir() and (Path(path) / MANIFEST).is_file()
 
 
 def read_manifest(root: Path) -> dict:
@@ -532,8 +528,19 @@ class BundleModel(Model):
         if entry is not None:
             return self._bundled_spec(entry)
         held = [_describe(e["shapes"]) for e in self._manifest["executables"]]
-        what = "a shape-generic executable" if generic else f"shape {_describe(shapes)}"
-        if ranges and not generic:
+        if generic:
+            # Model.__init__ then runs per shape, as the exporting model did.
+            raise BundleError(
+                f"the bundle {self.bundle_dir} holds no shape-generic executable, only "
+                f"{'; '.join(held)}"
+                + (
+                    f" (at export: {self._manifest['generic_error']})"
+                    if self._manifest.get("generic_error")
+                    else ""
+                )
+            )
+        what = f"shape {_describe(shapes)}"
+        if ranges:
             what += f" with fp16 input ranges {dict(ranges)}"
         raise BundleShapeError(
             f"the bundle {self.bundle_dir} has no executable for {what} (it holds "
@@ -561,7 +568,6 @@ __all__ = [
     "check_compatible",
     "describe_bundle",
     "export",
-    "is_bundle",
     "load",
     "parse_shapes",
     "read_manifest",
