@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from gdp.startup import drop_notices, is_notice
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,26 +100,17 @@ def test_the_op_library_imports_tensorflow_quietly():
     assert done.stderr == "", done.stderr
 
 
-def test_the_users_log_level_wins():
-    done = run(
-        """
-        import os
-        import gdp
-        import tensorflow
-        print(os.environ["TF_CPP_MIN_LOG_LEVEL"])
-        """,
-        env={"TF_CPP_MIN_LOG_LEVEL": "1"},
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["1"]
+# What the stand-in `tensorflow` writes on fd 2 while it imports.
+WRITTEN = [NOTICES[0], NOTICES[1], KEPT[0], NOTICES[3], KEPT[1]]
 
 
-def test_the_import_keeps_other_stderr_output(tmp_path):
-    """A stand-in `tensorflow` writes notices and other lines on fd 2 while it imports and lists
-    its devices: the notices go, the rest comes through in order, the module works."""
+@pytest.fixture
+def fake_tensorflow(tmp_path) -> str:
+    """A directory holding a stand-in `tensorflow` that writes notices and other lines on fd 2
+    while it imports and lists its devices."""
     fake = tmp_path / "tensorflow"
     fake.mkdir()
-    lines = [NOTICES[0], NOTICES[1], KEPT[0], NOTICES[3], KEPT[1]]
+    lines = WRITTEN
     (fake / "__init__.py").write_text(
         textwrap.dedent(
             f"""
@@ -135,17 +128,29 @@ def test_the_import_keeps_other_stderr_output(tmp_path):
             """
         )
     )
+    return str(tmp_path)
+
+
+def test_the_import_keeps_other_stderr_output(fake_tensorflow):
+    """The notices go, the rest comes through in order, the module works."""
     done = run(
         """
         import gdp
         import tensorflow
         print(tensorflow.VALUE, tensorflow.__loader__.__class__.__name__)
         """,
-        path=str(tmp_path),
+        path=fake_tensorflow,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["42", "SourceFileLoader"]
     assert done.stderr == KEPT[0] + KEPT[1]
-    # Asked for every log (level 0), nothing is filtered.
-    verbose = run("import gdp, tensorflow", env={"TF_CPP_MIN_LOG_LEVEL": "0"}, path=str(tmp_path))
-    assert verbose.stderr == "".join(lines)
+
+
+@pytest.mark.parametrize("level", ["0", "1", "3"])
+def test_the_users_log_level_wins(fake_tensorflow, level):
+    """A level the user set is kept; asked for every log (0), nothing is filtered."""
+    code = "import os, gdp, tensorflow; print(os.environ['TF_CPP_MIN_LOG_LEVEL'])"
+    done = run(code, env={"TF_CPP_MIN_LOG_LEVEL": level}, path=fake_tensorflow)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [level]
+    assert done.stderr == ("".join(WRITTEN) if level == "0" else KEPT[0] + KEPT[1])
