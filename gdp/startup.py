@@ -38,8 +38,10 @@ _CPP_LOG = re.compile(
 _NO_CUDA = re.compile(r"cuInit|cuda_platform|cudart_stub|Unable to register cu(?:DNN|FFT|BLAS)")
 
 
-def is_notice(line: str) -> bool:
-    """Whether a line TensorFlow wrote on stderr while starting is one of its start-up notices."""
+def is_notice(line: str, level: int = 2) -> bool:
+    """Whether a line TensorFlow wrote on stderr while starting is one of its start-up notices
+    under TF_CPP_MIN_LOG_LEVEL `level`: an info line (level 1 and up), a warning (2 and up), an
+    error that only says CUDA is absent, absl's banner, the CPU-instruction notice."""
     if line.startswith("WARNING: All log messages before absl::InitializeLog()"):
         return True
     if line.startswith("To enable the following instructions:"):  # cpu_feature_guard's 2nd line
@@ -48,16 +50,19 @@ def is_notice(line: str) -> bool:
     if log is None:
         return False
     severity = log.group("a") or log.group("b")
-    return severity in "IW" or (severity == "E" and bool(_NO_CUDA.search(line)))
+    if severity == "E":
+        return bool(_NO_CUDA.search(line))
+    return severity == "I" or (severity == "W" and level >= 2)
 
 
-def drop_notices(text: str) -> str:
+def drop_notices(text: str, level: int = 2) -> str:
     """`text` without TensorFlow's start-up notices, every other line kept in order."""
-    return "".join(line for line in text.splitlines(keepends=True) if not is_notice(line))
+    lines = text.splitlines(keepends=True)
+    return "".join(line for line in lines if not is_notice(line, level))
 
 
 @contextlib.contextmanager
-def _filtered_stderr():
+def _filtered_stderr(level: int):
     """Collect what is written on file descriptor 2 (C++ and Python alike) and write it back
     without TensorFlow's start-up notices."""
     try:
@@ -76,7 +81,7 @@ def _filtered_stderr():
             os.dup2(saved, 2)
             os.close(saved)
             sink.seek(0)
-            kept = drop_notices(sink.read().decode(errors="replace"))
+            kept = drop_notices(sink.read().decode(errors="replace"), level)
             if kept:
                 sys.stderr.write(kept)
                 sys.stderr.flush()
@@ -96,10 +101,14 @@ class _QuietLoader(importlib.abc.Loader):
         spec = module.__spec__
         # The module is TensorFlow's, loaded by its own loader.
         module.__loader__ = spec.loader = self.inner
-        if os.environ.setdefault(LOG_LEVEL, DEFAULT_LOG_LEVEL).strip() == "0":
+        try:
+            level = int(os.environ.setdefault(LOG_LEVEL, DEFAULT_LOG_LEVEL))
+        except ValueError:
+            level = int(DEFAULT_LOG_LEVEL)  # not a number: filtered as at the default
+        if level <= 0:
             self.inner.exec_module(module)  # the user asked for all of TensorFlow's logs
             return
-        with _filtered_stderr():
+        with _filtered_stderr(level):
             self.inner.exec_module(module)
             with contextlib.suppress(Exception):  # a TensorFlow without tf.config: not ours
                 module.config.list_physical_devices()

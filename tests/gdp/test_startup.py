@@ -55,11 +55,19 @@ def run(code: str, env: dict | None = None, path: str | None = None):
     )
 
 
+WARNING = (
+    "W0000 00:00:1795452383.331106   24083 gpu_device.cc:2344] Cannot dlopen some GPU libraries.\n"
+)
+
+
 def test_notices_are_dropped_and_everything_else_kept():
     assert all(is_notice(line) for line in NOTICES)
     assert not any(is_notice(line) for line in KEPT)
     mixed = [NOTICES[0], KEPT[0], NOTICES[1], KEPT[1], NOTICES[4], KEPT[2]]
     assert drop_notices("".join(mixed)) == "".join(KEPT)
+    # A warning is a notice at level 2 (errors only), kept where the user asked for warnings.
+    assert is_notice(WARNING, level=2) and not is_notice(WARNING, level=1)
+    assert drop_notices(WARNING + NOTICES[1], level=1) == WARNING
 
 
 def test_gdp_then_tensorflow_compiles_without_startup_notices():
