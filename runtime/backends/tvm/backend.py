@@ -100,9 +100,20 @@ class TvmBackend(Backend):
             raise TargetError(f"fusion: expected one of {list(FUSIONS)}, got {mode!r}")
         cost = CostModel(profile.fusion_alpha, profile.fusion_beta) if profile else CostModel()
         try:
-            mod, report = lowering.lower(
-                mod, target, self.pipeline, self.schedules, mode, cost, self.finish
-            )
+            try:
+                lowered, report = lowering.lower(
+                    mod, target, self.pipeline, self.schedules, mode, cost, self.finish
+                )
+            except Exception as err:
+                if mode != "gdp" or not _free_extents(mod):
+                    raise
+                # gdp's plan with run-time extents can group kernels FuseTIR then refuses
+                # (RenewDefs: a tir variable defined twice): TVM's FuseOps, said in the report.
+                lowered, report = lowering.lower(
+                    mod, target, self.pipeline, self.schedules, "tvm", cost, self.finish
+                )
+                report["gdp_plan_failed"] = str(err).strip().splitlines()[-1][:300]
+            mod = lowered
             kernels = sum(1 for f in mod.functions.values() if isinstance(f, tvm.tirx.PrimFunc))
             built = tvm.compile(mod, target=target, relax_pipeline=None)
             built.export_library(str(outdir / LIBRARY))
@@ -113,3 +124,15 @@ class TvmBackend(Backend):
     def load(self, artifact_dir: Path, meta: dict) -> Executable:
         self.prepare_load()
         return TvmExecutable(tvm.runtime.load_module(str(artifact_dir / LIBRARY)), self.device())
+
+
+def _free_extents(mod: tvm.IRModule) -> bool:
+    """Whether `main` takes a tensor whose extents are known only at run time (a shape-generic
+    model)."""
+    main = mod["main"]
+    return any(
+        isinstance(p.ty, tvm.relax.TensorType)
+        and isinstance(p.ty.shape, tvm.relax.ShapeExpr)
+        and not all(isinstance(d, tvm.tirx.IntImm) for d in p.ty.shape.values)
+        for p in main.params
+    )

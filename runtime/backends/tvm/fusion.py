@@ -498,6 +498,13 @@ def _primitive(bindings, ids, exported, remap):
             param_of[a] = p
             params.append(p)
             args.append(outer)
+    # A run-time extent the parameters use but none defines (a padded input's H + 4, read
+    # where H is not a parameter's dimension) passed as a shape: the function's result would
+    # otherwise have no known shape (TVM's FuseOps does the same).
+    undefined = _undefined_extents(params)
+    if undefined:
+        params.append(relax.Var("tir_vars", relax.ShapeType(undefined)))
+        args.append(relax.ShapeExpr(undefined))
     bb = relax.BlockBuilder()
     with bb.function("fused", params, attrs={"Primitive": True}, private=True):
         with bb.dataflow():
@@ -516,6 +523,32 @@ def _primitive(bindings, ids, exported, remap):
         bb.emit_func_output(out)
     func = bb.get()["fused"]
     return func, args
+
+
+def _undefined_extents(params: list[relax.Var]) -> list:
+    """The tir variables the parameters' shapes use that no parameter's shape defines (as a
+    dimension of its own), in order of first use."""
+    defined, used = set(), []
+
+    def shapes(ty):
+        if isinstance(ty, relax.TupleType):
+            return [s for f in ty.fields for s in shapes(f)]
+        if isinstance(ty, relax.TensorType) and isinstance(ty.shape, relax.ShapeExpr):
+            return [list(ty.shape.values)]
+        return []
+
+    for p in params:
+        for dims in shapes(p.ty):
+            for d in dims:
+                if isinstance(d, tvm.tirx.Var):
+                    defined.add(d)
+                elif not isinstance(d, tvm.tirx.IntImm):
+                    used.extend(tvm.tirx.analysis.undefined_vars(d))
+    out = []
+    for v in used:
+        if v not in defined and not any(v.same_as(o) for o in out):
+            out.append(v)
+    return out
 
 
 def _bind_any(expr: relax.Expr, mapping: dict) -> relax.Expr:

@@ -101,5 +101,105 @@ class PlainFloatToInt:
         return rewrite_call(pattern, rewrite, func)
 
 
-# In the order the cpu backend has always applied them: min/max first, then the casts.
-IMPORT_PASSES = [PairwiseMinMax(), PlainFloatToInt()]
+# ONNX's Slice ends past the extent (INT_MAX for "to the end") and negative (from the end).
+_TO_THE_END = 2**31 - 1
+
+
+@relax.transform.function_pass(opt_level=0, name="InboundSlices")
+class InboundSlices:
+    """A slice of a tensor with run-time extents (shape-generic models) with its begin and end
+    written against the extent, where they provably lie inside it.
+
+    ONNX writes "to the end" as INT_MAX and "but the last k" as -k; TVM's importer passes them
+    on, and Relax's strided_slice, clamping them, gives the result an extent such as
+    min(2147483643, H): the sum of that slice and another of extent H then has no known shape
+    ("emit_te now only supports Tensor that has ShapeExpr shape": a 5x5 Gaussian written with
+    slices, and every stencil after a reflected pad). With the ends resolved (H + 4 - 4 = H,
+    the extents of free dimensions taken as non-negative) the slices' extents are exact. A
+    slice of static extents, or one that may clamp, is left alone."""
+
+    def transform_function(self, func, mod, ctx) -> relax.Function:
+        if not _has_free_extent(func):
+            return func
+        # A mutator, not a pattern rewrite: each binding after a resolved slice is emitted
+        # again, its shape inferred anew from its operands' exact extents.
+        return _InboundSliceMutator(mod).visit_expr(func)
+
+
+def _has_free_extent(func: relax.Function) -> bool:
+    return any(
+        isinstance(p.ty, relax.TensorType)
+        and isinstance(p.ty.shape, relax.ShapeExpr)
+        and not all(isinstance(d, tvm.tirx.IntImm) for d in p.ty.shape.values)
+        for p in func.params
+    )
+
+
+@relax.expr_functor.mutator
+class _InboundSliceMutator(relax.PyExprMutator):
+    def visit_call_(self, call: relax.Call) -> relax.Expr:
+        call = super().visit_call_(call)
+        if isinstance(call, relax.Call) and getattr(call.op, "name", "") == "relax.strided_slice":
+            resolved = _inbound_slice(call)
+            if resolved is not None:
+                return resolved
+        return call
+
+
+def _inbound_slice(call: relax.Call) -> relax.Expr | None:
+    from tvm import tirx
+
+    x = call.args[0]
+    shape = x.ty.shape if isinstance(x.ty, relax.TensorType) else None
+    if not isinstance(shape, relax.ShapeExpr) or all(
+        isinstance(d, tirx.IntImm) for d in shape.values
+    ):
+        return None
+    if len(call.args) != 5 or call.attrs.assume_inbound:
+        return None
+    axes, begin, end, strides = (call.args[k] for k in range(1, 5))
+    if not all(isinstance(t, tvm.ir.Tuple) for t in (axes, begin, end, strides)):
+        return None
+
+    def value(e):
+        return e if isinstance(e, tirx.IntImm) else None
+
+    analyzer = tvm.sym.Analyzer()
+    for dim in shape.values:
+        for var in tirx.analysis.undefined_vars(dim):
+            dtype = str(var.ty.dtype)
+            analyzer.bind(
+                var,
+                tvm.ir.Range.from_min_extent(tirx.const(0, dtype), tirx.const(_TO_THE_END, dtype)),
+            )
+    new_begin, new_end = [], []
+    for a, b, e, st in zip(axes.fields, begin.fields, end.fields, strides.fields, strict=True):
+        a, b, e, st = value(a), value(b), value(e), value(st)
+        if not all(isinstance(v, tirx.IntImm) for v in (a, b, e, st)) or int(st) != 1:
+            return None
+        n = shape.values[int(a)]
+        b_ = n + int(b) if int(b) < 0 else tirx.const(int(b), str(n.ty.dtype))
+        e_ = (
+            n
+            if int(e) >= _TO_THE_END
+            else n + int(e)
+            if int(e) < 0
+            else tirx.const(int(e), str(n.ty.dtype))
+        )
+        b_, e_ = analyzer.simplify(b_), analyzer.simplify(e_)
+        if not (
+            analyzer.can_prove(b_ >= 0)
+            and analyzer.can_prove(b_ <= e_)
+            and analyzer.can_prove(e_ <= n)
+        ):
+            return None
+        new_begin.append(b_)
+        new_end.append(e_)
+    return relax.op.strided_slice(
+        x, [int(value(a)) for a in axes.fields], new_begin, new_end, None, assume_inbound=True
+    )
+
+
+# In the order the cpu backend has always applied them: min/max first, then the casts; the
+# slices of run-time extents last (shape-generic models only).
+IMPORT_PASSES = [PairwiseMinMax(), PlainFloatToInt(), InboundSlices()]
