@@ -47,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         "bench",
         help="the side-by-side benchmark (needs a source checkout); "
         "options go to benchmarks/bench.py, or with --corpus to benchmarks/corpus.py "
-        "(the public-API corpus beside TF, XLA and OpenCV)",
+        "(the public-API corpus beside TF, XLA and OpenCV), or with --shapes to "
+        "benchmarks/shapes.py (shape-generic against per-shape compilation)",
     )
     args, rest = parser.parse_known_args(argv)
     if rest and args.command != "bench":
@@ -55,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "bench":
         name = "corpus.py" if "--corpus" in rest else "bench.py"
-        rest = [a for a in rest if a != "--corpus"]
+        name = "shapes.py" if "--shapes" in rest else name
+        rest = [a for a in rest if a not in ("--corpus", "--shapes")]
         script = Path(__file__).resolve().parents[1] / "benchmarks" / name
         if not script.is_file():
             print(
