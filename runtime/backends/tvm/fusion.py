@@ -487,8 +487,12 @@ def _primitive(bindings, ids, exported, remap):
     outside (constants too, as FuseOps lifts them), its result the `exported` values."""
     inside = {bindings[i].var for i in ids}
     params, args, param_of = [], [], {}
+    scalars = []  # run-time extents passed to kernels as they are (legalized call_tir's)
     for i in ids:
         for a in _inputs(bindings[i].value):
+            if isinstance(getattr(a, "ty", None), tvm.ir.PrimType):
+                scalars.append(a)
+                continue
             if a in inside or not isinstance(a, relax.Var | tvm.ir.Constant):
                 continue
             if a in param_of:
@@ -501,7 +505,7 @@ def _primitive(bindings, ids, exported, remap):
     # A run-time extent the parameters use but none defines (a padded input's H + 4, read
     # where H is not a parameter's dimension) passed as a shape: the function's result would
     # otherwise have no known shape (TVM's FuseOps does the same).
-    undefined = _undefined_extents(params)
+    undefined = _undefined_extents(params, scalars)
     if undefined:
         params.append(relax.Var("tir_vars", relax.ShapeType(undefined)))
         args.append(relax.ShapeExpr(undefined))
@@ -525,10 +529,13 @@ def _primitive(bindings, ids, exported, remap):
     return func, args
 
 
-def _undefined_extents(params: list[relax.Var]) -> list:
-    """The tir variables the parameters' shapes use that no parameter's shape defines (as a
-    dimension of its own), in order of first use."""
+def _undefined_extents(params: list[relax.Var], scalars: list) -> list:
+    """The tir variables the parameters' shapes and the `scalars` (tir expressions passed to
+    kernels) use that no parameter's shape defines (as a dimension of its own), in order of
+    first use."""
     defined, used = set(), []
+    for e in scalars:
+        used.extend(tvm.tirx.analysis.undefined_vars(e))
 
     def shapes(ty):
         if isinstance(ty, relax.TupleType):
