@@ -149,7 +149,7 @@ class Model:
                 if not self._backend.static_shapes:
                     raise
                 self._generic = False
-                self.generic_error = f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"
+                self.generic_error = _summary(err)
         elif not free and not self._scanned_inputs():
             # Nothing left to learn from the data: compile now, as GDPNPU's compile() did.
             self._specialization({s.name: s.shape for s in self.inputs}, {})
@@ -384,7 +384,7 @@ class Model:
             built = self._build(shapes, dict(self.input_ranges))
         except Exception as err:  # the generic executable keeps serving the shape
             with self._lock:
-                self._failed[key] = f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"
+                self._failed[key] = _summary(err)
                 self._pending.pop(key, None)
             return
         with self._lock:
@@ -410,6 +410,7 @@ class Model:
         bound = max(1, self.max_specializations)
         for old in per_shape[: max(0, len(per_shape) - bound)]:
             del self._specialized[old]
+            self._calls.pop(old, None)  # specialised again only once hot again
             self._evicted += 1
 
     def _build(
@@ -533,6 +534,11 @@ class Model:
         from gdp import bundle
 
         return bundle.export(self, directory, shapes)
+
+
+def _summary(err: Exception) -> str:
+    """An exception as one line for report()."""
+    return f"{type(err).__name__}: {' '.join(str(err).split())[:400]}"
 
 
 class _Run:
