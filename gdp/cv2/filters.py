@@ -121,17 +121,59 @@ def GaussianBlur(
         "kx": tuple(kernels.gaussian_weights(kw, sigma_x, dtype)),
         "ky": tuple(kernels.gaussian_weights(kh, sigma_y, dtype)),
     }
-    return engine.call("GaussianBlur", _gaussian, [src], {"border": border}, dst, values)
+    # One program for every image size at least a kernel wide (`_pad_any_size`); smaller
+    # images, whose borders reflect more than once, get one program per size.
+    free = int(src.shape[0]) > kh and int(src.shape[1]) > kw
+    return engine.call("GaussianBlur", _gaussian, [src], {"border": border}, dst, values, free)
 
 
-def _weighted_taps(padded, weights, axis: int, length: int):
+def _along(x, axis: int, part: slice):
+    index = [slice(None)] * x.shape.rank
+    index[axis] = part
+    return x[tuple(index)]
+
+
+def _pad_axis_any_size(x, axis: int, before: int, after: int, border: int):
+    """gdp.ops.border's padding of one axis, for an axis of any length L > before, after (its
+    static size may be unknown): the same slices, taken from the ends of the axis."""
+    import tensorflow as tf
+
+    if border == _cv2.BORDER_CONSTANT:  # the filters' constant border is 0
+
+        def edge(first):
+            return tf.zeros_like(_along(x, axis, slice(0, 1) if first else slice(-1, None)))
+
+        head = [edge(True)] * before
+        tail = [edge(False)] * after
+    elif border == _cv2.BORDER_REPLICATE:
+        head = [_along(x, axis, slice(0, 1))] * before
+        tail = [_along(x, axis, slice(-1, None))] * after
+    elif border == _cv2.BORDER_REFLECT:  # x[k-1] .. x[0] | x | x[L-1] .. x[L-k]
+        head = [_along(x, axis, slice(before - 1, None, -1))] if before else []
+        tail = [_along(x, axis, slice(-1, -after - 1, -1))] if after else []
+    else:  # BORDER_REFLECT_101: x[k] .. x[1] | x | x[L-2] .. x[L-1-k]
+        head = [_along(x, axis, slice(before, 0, -1))] if before else []
+        tail = [_along(x, axis, slice(-2, -after - 2, -1))] if after else []
+    pieces = [*head, x, *tail]
+    return pieces[0] if len(pieces) == 1 else tf.concat(pieces, axis=axis)
+
+
+def _pad_any_size(x, top: int, bottom: int, left: int, right: int, border: int):
+    """gdp.ops.border.pad for a filter's border (constant 0), on an image of any size larger
+    than the padding: gdp.ops.border needs static sizes."""
+    rows = _pad_axis_any_size(x, 0, top, bottom, border)
+    return _pad_axis_any_size(rows, 1, left, right, border)
+
+
+def _weighted_taps(padded, weights, axis: int):
     """sum of weights[t] * padded shifted by t along `axis` (0: rows, 1: columns), in order:
-    gdp.ops.filters' taps with weights given at run time (a zero weight adds an exact 0)."""
+    gdp.ops.filters' taps with weights given at run time (a zero weight adds an exact 0). The
+    views are cut from both ends, so the sum is written for any length."""
+    n = int(weights.shape[0])
     total = None
-    for t in range(int(weights.shape[0])):
-        index = [slice(None)] * padded.shape.rank
-        index[axis] = slice(t, t + length)
-        term = padded[tuple(index)] * weights[t]
+    for t in range(n):
+        view = _along(padded, axis, slice(t, t - (n - 1) if t < n - 1 else None))
+        term = view * weights[t]
         total = term if total is None else total + term
     return total
 
@@ -147,12 +189,12 @@ def _gaussian(image, border, kx, ky):
         work = tf.int64
     else:
         work = image.dtype
-    h, w = int(image.shape[0]), int(image.shape[1])
     nx, ny = int(kx.shape[0]), int(ky.shape[0])
     ax, ay = nx // 2, ny // 2
-    padded = B.pad(tf.cast(image, work), ay, ny - 1 - ay, ax, nx - 1 - ax, border)
-    rows = _weighted_taps(padded, tf.cast(kx, work), 1, w)
-    total = _weighted_taps(rows, tf.cast(ky, work), 0, h)
+    pad = B.pad if image.shape[0] is not None else _pad_any_size
+    padded = pad(tf.cast(image, work), ay, ny - 1 - ay, ax, nx - 1 - ax, border)
+    rows = _weighted_taps(padded, tf.cast(kx, work), 1)
+    total = _weighted_taps(rows, tf.cast(ky, work), 0)
     if image.dtype == tf.uint8:
         return tf.cast(tf.bitwise.right_shift(total + (1 << 15), 16), tf.uint8)
     if image.dtype == tf.uint16:
