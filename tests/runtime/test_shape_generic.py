@@ -76,6 +76,33 @@ def test_one_compile_serves_every_size(tmp_path):
     assert report["shapes"] == [] and report["specializations_pending"] == 0
 
 
+@tf.function(input_signature=[tf.TensorSpec([None, None, 3], tf.float32, name="img")])
+def _statistics(img):
+    # Whole-image reductions over run-time extents: partial results in parallel, fewer
+    # elements than partials at the smallest sizes.
+    return {
+        "mean": tf.reduce_mean(img, axis=[0, 1]),
+        "max": tf.reduce_max(img),
+        "min": tf.reduce_min(img, axis=[0, 1]),
+    }
+
+
+def test_whole_image_reductions_at_every_size(tmp_path):
+    model = gdp.compile(_statistics, target="cpu", cache_dir=tmp_path, specialize="never")
+    assert model.report()["shapes_mode"] == "generic", model.report()["generic_error"]
+    for shape in [(1, 1), (3, 5), (31, 33), (97, 131), (1080, 1920)]:
+        x = _image(shape, np.float32)
+        got, want = model(x), _statistics(x)
+        np.testing.assert_array_equal(got["max"], want["max"].numpy())
+        np.testing.assert_array_equal(got["min"], want["min"].numpy())
+        # TF's own float32 mean of a random 1080p image is 1.4e-5 off the exact one (gdp's
+        # partial sums: 4e-7): both held to the exact mean, and to each other.
+        exact = x.astype(np.float64).mean(axis=(0, 1))
+        np.testing.assert_allclose(got["mean"], exact, rtol=0, atol=2e-6)
+        np.testing.assert_allclose(got["mean"], want["mean"].numpy(), rtol=0, atol=5e-5)
+    assert model.report()["builds"] == 1
+
+
 @pytest.mark.parametrize(
     ("program", "smallest"), [(_blur_and_scale, 1), (_reflect_blur, 2)], ids=["same", "reflect"]
 )

@@ -145,7 +145,11 @@ def _schedule_symbolic(func: tvm.tirx.PrimFunc, cores: int) -> tvm.s_tir.Schedul
     is spatial, is vectorised as _vectorize_row does where its length is static, else left to
     LLVM's loop vectorizer. Reductions keep TOPI's order inside their parallel outer loops."""
     sch = tvm.s_tir.Schedule(func)
-    _inline_producers(sch)
+    kept = _inline_producers(sch)
+    if kept:
+        strips = _symbolic_strips(sch.copy(), kept, cores)
+        if strips is not None:
+            return strips
     for block in sch.get_child_blocks(sch.get_sblock("root")):
         loops = sch.get_loops(block)
         stmt = sch.get(block)
@@ -154,6 +158,8 @@ def _schedule_symbolic(func: tvm.tirx.PrimFunc, cores: int) -> tvm.s_tir.Schedul
         spatial = leading_spatial_axes(stmt)
         if spatial is None:
             spatial = len(loops) if _is_spatial(sch, block) else 0
+        if spatial < len(loops) and _symbolic_partials(sch, block, spatial, cores):
+            continue
         if spatial == 0:
             continue
         whole_row = spatial == len(loops)
@@ -181,6 +187,91 @@ def _schedule_symbolic(func: tvm.tirx.PrimFunc, cores: int) -> tvm.s_tir.Schedul
             # last vector would run under a guard on every lane, which TVM's vectorizer turns
             # back into scalar code (4x slower on a 1080p elementwise kernel; the plain loop
             # ran within 10% of the specialised kernel).
+    return sch
+
+
+# Partial results of a reduction over a run-time extent with few outputs (_symbolic_partials).
+SYMBOLIC_PARTIALS = 1024
+
+
+def _symbolic_partials(sch: tvm.s_tir.Schedule, block, spatial: int, cores: int) -> bool:
+    """A reduction over a run-time extent with few outputs (a mean over a whole image) as
+    SYMBOLIC_PARTIALS partial results, each over a run-time share of the reduced elements, run
+    in parallel and combined at the end (rfactor): as _schedule_reductions does for static
+    extents, for the parallelism and for the rounding (a float32 sum's error grows with the
+    length of its chain: TOPI's one chain over a 1080p image was off by 6e-5 of a mean)."""
+    loops = sch.get_loops(block)
+    stmt = sch.get(block)
+    kinds = [iv.iter_type == tvm.tirx.IterVar.DataPar for iv in stmt.iter_vars]
+    if len(kinds) != len(loops) or kinds != [True] * spatial + [False] * (len(loops) - spatial):
+        return False
+    extents = [sch.get(lp).extent for lp in loops]
+    if not all(_is_static(e) for e in extents[:spatial]) or all(
+        _is_static(e) for e in extents[spatial:]
+    ):
+        return False
+    if math.prod(int(e) for e in extents[:spatial]) >= PARTIALS_PER_CORE * cores:
+        return False  # enough outputs to run in parallel: TOPI's order, outputs in parallel
+    reduction = loops[spatial:]
+    fused = sch.fuse(*reduction) if len(reduction) > 1 else reduction[0]
+    outer, _ = sch.split(fused, [SYMBOLIC_PARTIALS, None])
+    partial = sch.rfactor(outer, factor_axis=0)
+    parallel_loop = sch.get_loops(partial)[0]
+    if spatial:  # the partials' loop first
+        partial_loops = sch.get_loops(partial)
+        parallel_loop = next(
+            lp
+            for lp in partial_loops
+            if _is_static(sch.get(lp).extent) and int(sch.get(lp).extent) == SYMBOLIC_PARTIALS
+        )
+        others = [lp for lp in partial_loops if not lp.same_as(parallel_loop)]
+        sch.reorder(parallel_loop, *others[:spatial])
+    sch.parallel(parallel_loop)
+    # The partials zeroed outside the loop over their share: inside, the init runs under the
+    # split's guard, and a partial whose share is empty (fewer elements than partials) would
+    # never be zeroed.
+    sch.decompose_reduction(partial, sch.get_loops(partial)[spatial + 1])
+    return True
+
+
+def _symbolic_strips(sch: tvm.s_tir.Schedule, sources: list, cores: int):
+    """Row strips (_schedule_rows) for a kernel of run-time extents: one spatial output whose
+    rows are cut into STRIPS_PER_CORE strips per core of a run-time row count; each strip
+    computes the rows of its spatial `sources` it reads, halo included (TVM's compute_at works
+    the regions out as expressions of the run-time extents). Rows are plain loops for LLVM's
+    vectorizer. Returns the schedule, or None where the kernel is not such (several outputs, a
+    reduction among the sources) or a strip would compute far more of a source than its share
+    (reads across the image, such as a reflection), judged at REPRESENTATIVE_EXTENT."""
+    from gdp.runtime.backends.tvm.fusion import _extent
+
+    root = sch.get_sblock("root")
+    outputs = sch.get_output_blocks(root)
+    if len(outputs) != 1 or not all(_is_spatial(sch, b) for b in (*outputs, *sources)):
+        return None
+    (output,) = outputs
+    loops = sch.get_loops(output)
+    if len(loops) < 2 or len(sch.get(output).iter_vars) != len(loops):
+        return None
+    last = sch.get(loops[-1]).extent
+    inner = 2 if len(loops) >= 3 and _is_static(last) and int(last) <= MAX_CHANNELS else 1
+    outer = loops[:-inner]
+    fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
+    count = STRIPS_PER_CORE * cores
+    strip, rows = sch.split(fused, [count, None])
+    sch.parallel(strip)
+    share = _extent(sch.get(rows).extent)
+    for source in reversed(sources):  # consumers first, so each lands under the strip loop
+        sch.compute_at(source, strip, preserve_unit_loops=True)
+    for block in (*sources, output):
+        block_loops = sch.get_loops(block)[1:]  # inside the strip
+        if block is not output and block_loops:
+            computed = _extent(sch.get(block_loops[0]).extent)
+            if computed > MAX_STRIP_RECOMPUTE * share + 16:
+                return None
+        if len(block_loops) >= 2:
+            tail = sch.get(block_loops[-1]).extent
+            if len(block_loops) >= 3 and _is_static(tail) and int(tail) <= MAX_CHANNELS:
+                sch.fuse(*block_loops[-2:])
     return sch
 
 
