@@ -63,10 +63,10 @@ def _linear(src, out_dtype, kernel_x, kernel_y, kernel_2d, anchor, delta, border
     x = tf.cast(src, work)
     np_work = work.as_numpy_dtype
     if kernel_2d is not None:
-        total = F.filter_2d(x, (np.asarray(kernel_2d) * scale).astype(np_work), anchor, border)
+        total = _filter_2d(x, (np.asarray(kernel_2d) * scale).astype(np_work), anchor, border)
     else:
         ky = (np.asarray(kernel_y) * scale).astype(np_work)
-        total = F.sep_filter(x, np.asarray(kernel_x).astype(np_work), ky, anchor, border)
+        total = _sep_filter(x, np.asarray(kernel_x).astype(np_work), ky, anchor, border)
     if delta:
         total = total + tf.constant(delta, work)
     out = tf.as_dtype(out_dtype)
@@ -75,6 +75,58 @@ def _linear(src, out_dtype, kernel_x, kernel_y, kernel_2d, anchor, delta, border
             total = tf.clip_by_value(total, out.min, out.max)
         return tf.cast(total, out)
     return F.saturate(total, out)
+
+
+def _pad(x, top: int, bottom: int, left: int, right: int, border: int):
+    """gdp.ops.border.pad (constant 0) where the image's size is static, else the same slices
+    cut from the ends of each axis (a program for every size larger than the padding)."""
+    if x.shape[0] is not None and x.shape[1] is not None:
+        return B.pad(x, top, bottom, left, right, border)
+    return _pad_any_size(x, top, bottom, left, right, border)
+
+
+def _anchor(anchor, kw: int, kh: int) -> tuple[int, int]:
+    return (anchor[0] if anchor[0] >= 0 else kw // 2, anchor[1] if anchor[1] >= 0 else kh // 2)
+
+
+def _const_taps(padded, kernel: np.ndarray, axis: int):
+    """gdp.ops.filters' taps (zero weights skipped, weight 1 not multiplied), the views cut
+    from both ends of the axis so that its length may be unknown."""
+    import tensorflow as tf
+
+    n = len(kernel)
+    total = None
+    for t, weight in enumerate(kernel):
+        if weight == 0:
+            continue
+        view = _along(padded, axis, slice(t, t - (n - 1) if t < n - 1 else None))
+        term = view if weight == 1 else view * tf.constant(weight, padded.dtype)
+        total = term if total is None else total + term
+    if total is None:
+        total = tf.zeros_like(_along(padded, axis, slice(0, 1 - n if n > 1 else None)))
+    return total
+
+
+def _sep_filter(image, kernel_x: np.ndarray, kernel_y: np.ndarray, anchor, border: int):
+    """gdp.ops.filters.sep_filter for an image of static or free size."""
+    kx, ky = len(kernel_x), len(kernel_y)
+    ax, ay = _anchor(anchor, kx, ky)
+    padded = _pad(image, ay, ky - 1 - ay, ax, kx - 1 - ax, border)
+    return _const_taps(_const_taps(padded, kernel_x, 1), kernel_y, 0)
+
+
+def _filter_2d(image, kernel: np.ndarray, anchor, border: int):
+    """gdp.ops.filters.filter_2d for an image of static or free size."""
+    kh, kw = kernel.shape
+    ax, ay = _anchor(anchor, kw, kh)
+    padded = _pad(image, ay, kh - 1 - ay, ax, kw - 1 - ax, border)
+    return ops_image.correlate(padded, kernel, image.shape.rank == 3)
+
+
+def _fits(src, kw: int, kh: int) -> bool:
+    """Whether a filter's program for any size serves `src`: larger than the kernel (smaller
+    images reflect their border more than once, and get a program per size)."""
+    return int(src.shape[0]) > kh and int(src.shape[1]) > kw
 
 
 def _takes(src) -> bool:
@@ -247,7 +299,7 @@ def boxFilter(
         normalize=bool(normalize),
         border=border,
     )
-    return engine.call("boxFilter", _box, [src], params, dst)
+    return engine.call("boxFilter", _box, [src], params, dst, free=_fits(src, kw, kh))
 
 
 @common.accelerate("blur")
@@ -300,7 +352,15 @@ def _run_linear(
         scale=float(scale),
         derive=derive,
     )
-    return engine.call(func, _linear_graph, [src], params, dst)
+    if kernel_2d is not None:
+        kh, kw = np.shape(kernel_2d)
+    elif derive is not None:  # a Sobel's or Laplacian's kernels: 3 taps, or ksize
+        ksize = derive[3] if derive[0] == "sobel" else derive[1]
+        kh = kw = max(3, ksize)
+    else:
+        kh, kw = len(kernel_y), len(kernel_x)
+    free = _fits(src, kw, kh)
+    return engine.call(func, _linear_graph, [src], params, dst, free=free)
 
 
 @common.accelerate("filter2D")
