@@ -271,10 +271,13 @@ class Model:
             "cache": last.source if last else None,
             "compile_s": last.compile_s if last else 0.0,
             "load_s": last.load_s if last else 0.0,
+            # The input shapes executables were made for, None for a free dimension (the
+            # generic executable), least recently used first.
             "shapes": [
-                dict(zip(self.input_names, k[0], strict=True))
+                {s.name: s.shape for s in self.inputs}
+                if k == GENERIC
+                else dict(zip(self.input_names, k[0], strict=True))
                 for k in list(self._specialized)
-                if k != GENERIC
             ],
             # "static" (no free dimension), "generic" (one executable for every shape, plus
             # per-shape ones for hot shapes) or "per-shape" (one executable per shape: asked
