@@ -434,9 +434,10 @@ def test_cv2_functions_export_for_atc(case, tmp_path, monkeypatch):
 
     original = engine.program
 
-    def capture_program(name, graph, arrays, params, outputs=1):
-        captured["arrays"] = arrays
-        return original(name, graph, arrays, params, outputs)
+    def capture_program(name, graph, arrays, params, outputs=1, values=None, free=False):
+        captured["arrays"], captured["values"] = arrays, values
+        # ATC compiles static shapes: the program as it would be for these arrays' sizes.
+        return original(name, graph, arrays, params, outputs, values, free=False)
 
     def capture_compile(function, target=None, **options):
         captured["function"] = function
@@ -449,7 +450,7 @@ def test_cv2_functions_export_for_atc(case, tmp_path, monkeypatch):
         case.gdp()
     monkeypatch.undo()
     engine.clear_cache()
-    inputs = {f"src{i}": a for i, a in enumerate(captured["arrays"])}
+    inputs = engine.feeds(captured["arrays"], captured["values"])
     try:
         model = exported_graph(captured["function"], inputs, tmp_path)
     except UnsupportedOpError as err:
