@@ -33,7 +33,7 @@ DEFAULT_FUSION = "gdp"
 
 # TVM's OpPatternKind values (include/tvm/relax/op_attr_types.h) that decide a class; 0 is
 # elementwise, 2 injective, above 4 tuple and opaque.
-_BROADCAST, _COMM_REDUCE, _OUT_EWISE_FUSABLE = 1, 3, 4
+_BROADCAST, _INJECTIVE, _COMM_REDUCE, _OUT_EWISE_FUSABLE = 1, 2, 3, 4
 
 
 class Schedules(Protocol):
@@ -108,10 +108,13 @@ def _bytes(ty) -> int:
     return _elements(ty) * _itemsize(ty)
 
 
-def classify(func: tvm.tirx.PrimFunc, read_elements: int, written_elements: int) -> str:
+def classify(
+    func: tvm.tirx.PrimFunc, read_elements: int, written_elements: int, pattern: int | None = None
+) -> str:
     """The mapping class of one legalized kernel (its inputs hold `read_elements` in all, its
-    output `written_elements`)."""
-    pattern = func.attrs.get("op_pattern") if func.attrs else None
+    output `written_elements`); `pattern` overrides the op pattern TVM gave it."""
+    if pattern is None:
+        pattern = func.attrs.get("op_pattern") if func.attrs else None
     pattern = int(pattern) if pattern is not None else 8
     if pattern in (_COMM_REDUCE, _OUT_EWISE_FUSABLE):
         return M.MANY_TO_MANY
@@ -184,14 +187,20 @@ def _constant_gather(func: tvm.tirx.PrimFunc, args: list[relax.Expr]) -> bool:
     return bool(indexed) and all(isinstance(args[k], tvm.ir.Constant) for k in indexed)
 
 
-def _generic_resize(name: str, func: tvm.tirx.PrimFunc) -> bool:
-    """Whether a kernel is TOPI's resize of an input whose extent is known only at run time
-    (shape-generic models; gdp's own resize lowerings need static shapes): one spatial block
-    reading its input at computed source pixels. TVM marks it opaque, so it ran alone after its
-    producers stored the whole input (a cast, a transpose to NCHW): 35 ms at 1080p where the
-    specialised model's fused gathers took 0.7. As a gather with arithmetic it is one-to-one
-    (as classify takes a computing gather), and its producers are inlined into its reads."""
-    if not name.startswith("resize") or func.attrs is None:
+# TOPI kernels TVM marks opaque where their input's extents are known only at run time, though
+# each is one spatial block that reads its input at computed indices (_generic_injective).
+_GENERIC_INJECTIVE = ("resize", "mirror_pad")
+
+
+def _generic_injective(name: str, func: tvm.tirx.PrimFunc) -> bool:
+    """Whether a kernel is TOPI's resize or mirror pad of an input whose extents are known only
+    at run time (shape-generic models): one spatial block reading its input at computed
+    indices, which TVM marks opaque. It then ran alone: a resize after its producers stored the
+    whole input (a cast, a transpose to NCHW; 35 ms at 1080p where the specialised model's
+    fused gathers took 0.7), a reflected pad before the stencil that reads it (the specialised
+    model fuses it: 13 ms more for a 1080p Gaussian). Classified as the injective op it is, it
+    fuses as with static shapes (a computing gather is one-to-one, a pad one-to-many)."""
+    if not name.startswith(_GENERIC_INJECTIVE) or func.attrs is None:
         return False
     if not any(not isinstance(d, tvm.tirx.IntImm) for param in func.params for d in param.ty.shape):
         return False
@@ -327,14 +336,14 @@ def graph_of(mod: tvm.IRModule, schedules: Schedules) -> tuple[list[F.Op], list[
         klass = M.NOT_FUSABLE
         if isinstance(b.value, relax.TupleGetItem):
             klass = M.REORGANIZE  # a view of one field of a multi-output kernel's result
-        elif b.callee and (
-            _constant_gather(mod[b.callee], _inputs(b.value))
-            or _generic_resize(b.callee, mod[b.callee])
-        ):
+        elif b.callee and _constant_gather(mod[b.callee], _inputs(b.value)):
             klass = M.ONE_TO_ONE
         elif b.callee:
             read = sum(_elements(a.ty) for a in _inputs(b.value))
-            klass = classify(mod[b.callee], read, _elements(b.var.ty))
+            injective = _generic_injective(b.callee, mod[b.callee])
+            klass = classify(
+                mod[b.callee], read, _elements(b.var.ty), _INJECTIVE if injective else None
+            )
         producers = sorted({index[a] for a in _inputs(b.value) if a in index})
         # The one reduction of a many-to-many kernel, looked at by both row tests below.
         found = _reduction(mod[b.callee]) if klass == M.MANY_TO_MANY else None
