@@ -214,16 +214,6 @@ def _generic_injective(name: str, func: tvm.tirx.PrimFunc) -> bool:
     )
 
 
-def _injective_when_generic(mod: tvm.IRModule) -> tvm.IRModule:
-    """`mod` with the op pattern of each _generic_injective kernel set to injective, as TVM
-    gives the same kernel of static extents: TVM's plan (the baseline gdp's plan starts from and
-    never groups stencils beyond) then groups them as it does with static shapes."""
-    for gvar, func in list(mod.functions.items()):
-        if isinstance(func, tvm.tirx.PrimFunc) and _generic_injective(gvar.name_hint, func):
-            mod[gvar] = func.with_attr("op_pattern", _INJECTIVE)
-    return mod
-
-
 def _walk_loads(expr, buffer) -> bool:
     """Whether the TIR expression `expr` loads from `buffer`."""
     if isinstance(expr, tvm.ir.TensorLoad) and expr.source.same_as(buffer):
@@ -600,7 +590,6 @@ def fuse(
     """`mod` (legalized, op patterns annotated) with its ops grouped as `mode` says, gdp's plan
     under the kernel rules of the backend's `schedules`, and a report: the groups and the bytes
     crossing kernel boundaries under this plan and under TVM's."""
-    mod = _injective_when_generic(mod)
     found = graph_of(mod, schedules)
     if found is None:  # not one dataflow block: TVM's FuseOps as it is
         return relax.transform.FuseOps()(mod), {"fusion": "tvm", "planned": False}
