@@ -83,13 +83,24 @@ def test_report(model):
     assert model.onnx.graph.input[0].name == "x"
 
 
-def test_dynamic_model_compiles_each_shape_once():
-    model = gdp.compile(affine())
+def test_dynamic_model_compiles_each_shape_once_when_asked():
+    model = gdp.compile(affine(), specialize="always")
     assert model.report()["shapes"] == []
     for shape in [(4, 5, 3), (7, 2, 3), (4, 5, 3)]:
         x = np.random.default_rng(3).random(shape, np.float32)
         np.testing.assert_array_equal(model(x), affine_oracle(x))
-    assert [s["x"] for s in model.report()["shapes"]] == [(4, 5, 3), (7, 2, 3)]
+    # least recently used first
+    assert [s["x"] for s in model.report()["shapes"]] == [(7, 2, 3), (4, 5, 3)]
+
+
+def test_dynamic_model_compiles_once_for_every_shape():
+    model = gdp.compile(affine())
+    for shape in [(4, 5, 3), (7, 2, 3), (4, 5, 3), (1, 1, 3)]:
+        x = np.random.default_rng(3).random(shape, np.float32)
+        np.testing.assert_array_equal(model(x), affine_oracle(x))
+    report = model.report()
+    assert report["shapes_mode"] == "generic" and report["builds"] == 1
+    assert len(report["shapes"]) == 1
 
 
 def test_sync_reports_a_failure_nobody_looked_at(model):
