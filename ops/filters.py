@@ -25,6 +25,13 @@ _SMALL_GAUSSIAN = {
 }
 
 
+# Above this many taps a stencil is written as a loop (window_rows, window_cols, window_taps
+# below) rather than unrolled: the unrolled expression's compile time grows with its taps.
+# One axis of a separable filter (STENCIL_TAPS), a 2-D kernel (STENCIL_TAPS_2D).
+STENCIL_TAPS = 15
+STENCIL_TAPS_2D = 25
+
+
 def gaussian_kernel(n: int, sigma: float) -> np.ndarray:
     """cv::getGaussianKernel(n, sigma) in float64 (the bit-exact variant's values)."""
     if sigma <= 0 and n in _SMALL_GAUSSIAN:
@@ -219,6 +226,8 @@ def morphology(
             border_value = dtype.min if dilate else dtype.max
     value = border_value if border_value is not None else 0.0
     padded = B.pad(image, ay, kh - 1 - ay, ax, kw - 1 - ax, border, _scalar(value, image))
+    if np.count_nonzero(kernel) > STENCIL_TAPS_2D:
+        return morphology_runs(padded, kernel, dilate)
     pick = tf.maximum if dilate else tf.minimum
     total = None
     for dy in range(kh):
@@ -240,6 +249,8 @@ def median_u8(image: tf.Tensor, ksize: int) -> tf.Tensor:
     bit costs one compare per tap, all elementwise."""
     r = ksize // 2
     h, w = image.shape[0], image.shape[1]
+    if ksize >= 5:  # 25 taps: each bit's median would nest in the next 25 times over
+        return median_u8_counting(B.pad(image, r, r, r, r, B.BORDER_REPLICATE), ksize)
     padded = tf.cast(B.pad(image, r, r, r, r, B.BORDER_REPLICATE), tf.int32)
     views = [padded[dy : dy + h, dx : dx + w] for dy in range(ksize) for dx in range(ksize)]
     half = len(views) // 2
@@ -352,3 +363,128 @@ def canny_gradients_color(image: tf.Tensor, aperture: int, l2_gradient: bool):
         take = mag > best[0]
         best = tuple(tf.where(take, new, old) for new, old in zip((mag, dx, dy), best, strict=True))
     return best[1], best[2]
+
+
+# -- Large kernels: loops rather than unrolled stencils ------------------------------------------
+#
+# A stencil of K taps written as K shifted views is one expression of K terms that a backend
+# compiles in time growing with K (a 31x31 Gaussian: ~20 s; a 21x21 erosion or a medianBlur's
+# bit-by-bit counting: minutes). The ops below state the same sums as a gather of the K
+# shifted positions and a reduction over them: one loop of K iterations, whose compile time
+# does not depend on K. Sums run over the taps in order, from 0, as the stencils did.
+
+_REDUCE = {"sum": tf.reduce_sum, "min": tf.reduce_min, "max": tf.reduce_max}
+
+
+def window_rows(x: tf.Tensor, k: int, reduce: str = "sum", weights=None) -> tf.Tensor:
+    """out[i] = reduce over t < k of weights[t] * x[i + t] along axis 0 (rows): x.shape[0] -
+    k + 1 rows (static sizes: TVM's importer gives no shape to the index table of a run-time
+    length). `weights` (a sequence or a 1-D tensor, for "sum" only) None is all ones. The
+    other axes are read as the output is, so a backend runs them as vectors inside the taps
+    loop."""
+    n = _static(x, 0) - (k - 1)
+    index = tf.range(k, dtype=tf.int64)[:, None] + tf.range(n, dtype=tf.int64)[None, :]
+    taps = tf.gather(x, index, axis=0)  # [k, n, ...]
+    if weights is not None:
+        w = tf.cast(tf.convert_to_tensor(weights), x.dtype)
+        taps = taps * tf.reshape(w, [k] + [1] * x.shape.rank)
+    return _REDUCE[reduce](taps, axis=0)
+
+
+def _static(x: tf.Tensor, axis: int) -> int:
+    if x.shape[axis] is None:
+        raise ValueError("the loop forms of large kernels need static image sizes")
+    return int(x.shape[axis])
+
+
+def _swap(x: tf.Tensor) -> tf.Tensor:
+    return tf.transpose(x, [1, 0, *range(2, x.shape.rank)])
+
+
+def window_cols(x: tf.Tensor, k: int, reduce: str = "sum", weights=None) -> tf.Tensor:
+    """window_rows along axis 1 (columns): the image transposed, its rows reduced, transposed
+    back (a gather along the columns would leave only the channels to run as vectors)."""
+    return _swap(window_rows(_swap(x), k, reduce, weights))
+
+
+def window_taps(x: tf.Tensor, offsets, kh: int, kw: int) -> tf.Tensor:
+    """The pixels at (dy, dx) of each window of a (kh, kw) kernel over the padded image `x`
+    (HW or HWC, static sizes), for each (dy, dx) in `offsets`, stacked: shape
+    [len(offsets), H - kh + 1, W - kw + 1, ...], stored once for the reductions that read it."""
+    h, w = _static(x, 0) - (kh - 1), _static(x, 1) - (kw - 1)
+    return tf.stack([x[dy : dy + h, dx : dx + w] for dy, dx in offsets])
+
+
+def correlate_taps(x: tf.Tensor, kernel: np.ndarray) -> tf.Tensor:
+    """The correlation of the padded image `x` (static size) with a 2-D kernel: for each
+    kernel row with a non-zero tap, a loop over its taps (window_rows of the transposed image,
+    its weights those of the row), the rows' sums added in order: ops.image.correlate's
+    result with one loop per kernel row rather than one term per tap."""
+    kernel = np.asarray(kernel)
+    kh, kw = kernel.shape
+    h = _static(x, 0) - (kh - 1)
+    across = _swap(x)  # [W, H, ...]: the row's taps along the outer axis
+    total = None
+    for dy in range(kh):
+        if not np.any(kernel[dy]):
+            continue
+        weights = None if np.all(kernel[dy] == 1) else kernel[dy]
+        term = window_rows(across[:, dy : dy + h], kw, "sum", weights)
+        total = term if total is None else total + term
+    if total is None:
+        return tf.zeros_like(x[:h, : _static(x, 1) - (kw - 1)])
+    return _swap(total)
+
+
+def row_runs(kernel: np.ndarray) -> list[tuple[int, int, int]]:
+    """(dy, x0, width) of each horizontal run of non-zero taps of a 2-D kernel."""
+    runs = []
+    for dy, row in enumerate(np.asarray(kernel) != 0):
+        dx = 0
+        while dx < len(row):
+            if row[dx]:
+                end = dx
+                while end < len(row) and row[end]:
+                    end += 1
+                runs.append((dy, dx, end - dx))
+                dx = end
+            else:
+                dx += 1
+    return runs
+
+
+def morphology_runs(padded: tf.Tensor, kernel: np.ndarray, dilate: bool) -> tf.Tensor:
+    """min (max) over a kernel's non-zero taps of the padded image (static size), as a union of
+    horizontal runs: each run width's window min along the rows (a loop), then the min of the
+    runs' shifted views. A full rectangle is separable: a column pass of the row pass."""
+    kernel = np.asarray(kernel) != 0
+    kh, kw = kernel.shape
+    reduce = "max" if dilate else "min"
+    if kernel.all():
+        rows = window_cols(padded, kw, reduce) if kw > 1 else padded
+        return window_rows(rows, kh, reduce) if kh > 1 else rows
+    h, w = padded.shape[0] - kh + 1, padded.shape[1] - kw + 1
+    pick = tf.maximum if dilate else tf.minimum
+    widths = {}
+    total = None
+    for dy, x0, width in row_runs(kernel):
+        if width not in widths:
+            widths[width] = window_cols(padded, width, reduce) if width > 1 else padded
+        view = widths[width][dy : dy + h, x0 : x0 + w]
+        total = view if total is None else pick(total, view)
+    return total
+
+
+def median_u8_counting(padded: tf.Tensor, ksize: int) -> tf.Tensor:
+    """median_u8's bit-by-bit search over a padded uint8 image with the window's pixels
+    gathered once and each bit's count a reduction over them: 8 loops of ksize^2 compares,
+    where median_u8's expression nests every bit's median in the next."""
+    offsets = [(dy, dx) for dy in range(ksize) for dx in range(ksize)]
+    taps = window_taps(tf.cast(padded, tf.int32), offsets, ksize, ksize)
+    half = len(offsets) // 2
+    median = tf.zeros_like(taps[0])
+    for bit in (128, 64, 32, 16, 8, 4, 2, 1):
+        candidate = median + bit
+        below = tf.reduce_sum(tf.cast(taps < candidate[None], tf.int32), axis=0)
+        median = tf.where(below <= half, candidate, median)
+    return tf.cast(median, tf.uint8)

@@ -107,20 +107,61 @@ def _const_taps(padded, kernel: np.ndarray, axis: int):
     return total
 
 
+def _pass(padded, kernel: np.ndarray, axis: int):
+    """One axis of a separable filter: unrolled taps for a short kernel, a loop over them
+    (gdp.ops.filters.window_rows / window_cols, static sizes) for a long one
+    (kernels.LOOP_TAPS)."""
+    n = len(kernel)
+    if n <= kernels.LOOP_TAPS:
+        return _const_taps(padded, kernel, axis)
+    weights = None if np.all(kernel == 1) else kernel
+    return (F.window_rows if axis == 0 else F.window_cols)(padded, n, "sum", weights)
+
+
 def _sep_filter(image, kernel_x: np.ndarray, kernel_y: np.ndarray, anchor, border: int):
     """gdp.ops.filters.sep_filter for an image of static or free size."""
     kx, ky = len(kernel_x), len(kernel_y)
     ax, ay = _anchor(anchor, kx, ky)
     padded = _pad(image, ay, ky - 1 - ay, ax, kx - 1 - ax, border)
-    return _const_taps(_const_taps(padded, kernel_x, 1), kernel_y, 0)
+    return _pass(_pass(padded, kernel_x, 1), kernel_y, 0)
+
+
+def rank_one(kernel: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(column, row) with np.outer(column, row) == kernel exactly, in the kernel's dtype (for
+    an integer kernel, integer factors), or None: a 2-D kernel that runs as two 1-D passes."""
+    kernel = np.asarray(kernel)
+    if kernel.dtype.kind == "f" and not np.all(np.isfinite(kernel)):
+        return None
+    nonzero = np.argwhere(kernel != 0)
+    if len(nonzero) == 0:
+        return None
+    r, c = nonzero[0]
+    row = kernel[r].astype(np.float64)
+    column = kernel[:, c].astype(np.float64) / float(kernel[r, c])
+    if kernel.dtype.kind in "iu" and not np.array_equal(column, np.round(column)):
+        return None
+    column, row = column.astype(kernel.dtype), row.astype(kernel.dtype)
+    # The products the two passes form, in the kernel's dtype, are the kernel's values.
+    if not np.array_equal(column[:, None] * row[None, :], kernel):
+        return None
+    return column, row
 
 
 def _filter_2d(image, kernel: np.ndarray, anchor, border: int):
-    """gdp.ops.filters.filter_2d for an image of static or free size."""
+    """gdp.ops.filters.filter_2d for an image of static or free size. A kernel of more than
+    kernels.LOOP_TAPS_2D taps (static sizes) runs as two 1-D passes where it is exactly rank
+    one, else as a loop per kernel row (gdp.ops.filters.correlate_taps): not an unrolled
+    stencil."""
     kh, kw = kernel.shape
     ax, ay = _anchor(anchor, kw, kh)
     padded = _pad(image, ay, kh - 1 - ay, ax, kw - 1 - ax, border)
-    return ops_image.correlate(padded, kernel, image.shape.rank == 3)
+    if np.count_nonzero(kernel) <= kernels.LOOP_TAPS_2D:
+        return ops_image.correlate(padded, kernel, image.shape.rank == 3)
+    factors = rank_one(kernel)
+    if factors is not None:
+        column, row = factors
+        return _pass(_pass(padded, row, 1), column, 0)
+    return F.correlate_taps(padded, kernel)
 
 
 def _fits(src, kw: int, kh: int) -> bool:
@@ -174,8 +215,9 @@ def GaussianBlur(
         "ky": tuple(kernels.gaussian_weights(kh, sigma_y, dtype)),
     }
     # One program for every image size at least a kernel wide (`_pad_any_size`); smaller
-    # images, whose borders reflect more than once, get one program per size.
-    free = int(src.shape[0]) > kh and int(src.shape[1]) > kw
+    # images, whose borders reflect more than once, and kernels longer than LOOP_TAPS (their
+    # loops need static sizes) get one program per size.
+    free = _fits(src, kw, kh) and max(kw, kh) <= kernels.LOOP_TAPS
     return engine.call("GaussianBlur", _gaussian, [src], {"border": border}, dst, values, free)
 
 
@@ -245,8 +287,14 @@ def _gaussian(image, border, kx, ky):
     ax, ay = nx // 2, ny // 2
     pad = B.pad if image.shape[0] is not None else _pad_any_size
     padded = pad(tf.cast(image, work), ay, ny - 1 - ay, ax, nx - 1 - ax, border)
-    rows = _weighted_taps(padded, tf.cast(kx, work), 1)
-    total = _weighted_taps(rows, tf.cast(ky, work), 0)
+    if nx <= kernels.LOOP_TAPS:
+        rows = _weighted_taps(padded, tf.cast(kx, work), 1)
+    else:  # a long kernel: a loop over its taps (static sizes)
+        rows = F.window_cols(padded, nx, "sum", tf.cast(kx, work))
+    if ny <= kernels.LOOP_TAPS:
+        total = _weighted_taps(rows, tf.cast(ky, work), 0)
+    else:
+        total = F.window_rows(rows, ny, "sum", tf.cast(ky, work))
     if image.dtype == tf.uint8:
         return tf.cast(tf.bitwise.right_shift(total + (1 << 15), 16), tf.uint8)
     if image.dtype == tf.uint16:
@@ -299,7 +347,8 @@ def boxFilter(
         normalize=bool(normalize),
         border=border,
     )
-    return engine.call("boxFilter", _box, [src], params, dst, free=_fits(src, kw, kh))
+    free = _fits(src, kw, kh) and max(kw, kh) <= kernels.LOOP_TAPS
+    return engine.call("boxFilter", _box, [src], params, dst, free=free)
 
 
 @common.accelerate("blur")
@@ -352,14 +401,19 @@ def _run_linear(
         scale=float(scale),
         derive=derive,
     )
+    # Kernels past LOOP_TAPS (one axis) or LOOP_TAPS_2D (2-D) run as loops that need static
+    # sizes: one program per size.
     if kernel_2d is not None:
         kh, kw = np.shape(kernel_2d)
+        loops = np.count_nonzero(kernel_2d) > kernels.LOOP_TAPS_2D
     elif derive is not None:  # a Sobel's or Laplacian's kernels: 3 taps, or ksize
         ksize = derive[3] if derive[0] == "sobel" else derive[1]
         kh = kw = max(3, ksize)
+        loops = ksize > kernels.LOOP_TAPS if derive[0] == "sobel" else ksize >= 7
     else:
         kh, kw = len(kernel_y), len(kernel_x)
-    free = _fits(src, kw, kh)
+        loops = max(kh, kw) > kernels.LOOP_TAPS
+    free = _fits(src, kw, kh) and not loops
     return engine.call(func, _linear_graph, [src], params, dst, free=free)
 
 

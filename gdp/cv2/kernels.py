@@ -11,6 +11,12 @@ import math
 
 import numpy as np
 
+# Past these many taps a filter runs as loops over its taps (gdp.ops.filters' STENCIL_TAPS and
+# STENCIL_TAPS_2D, the same numbers: tests/gdp/cv2/test_large_kernels.py holds them equal):
+# one axis of a separable filter, and a 2-D kernel. The loops need static image sizes.
+LOOP_TAPS = 15
+LOOP_TAPS_2D = 25
+
 # cv::getGaussianKernel's tables for sigma <= 0 and ksize <= 9 (imgproc/src/smooth.dispatch.cpp).
 _SMALL_GAUSSIAN = {
     1: [1.0],
