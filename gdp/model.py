@@ -372,11 +372,13 @@ class Model:
                     and key not in self._specialized
                 )
                 if start:
+                    # Not a daemon: the interpreter waits for it at exit. A daemon thread
+                    # stopped inside TVM's compiler at shutdown can abort the process
+                    # ("terminate called without an active exception").
                     thread = threading.Thread(
                         target=self._specialize_in_background,
                         args=(key, dict(shapes)),
                         name="gdp-specialize",
-                        daemon=True,
                     )
                     self._pending[key] = thread
                     thread.start()
