@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from gdp.errors import GdpError, TargetError
+from gdp.errors import GdpError, InputError, OutputBufferError, TargetError
 from gdp.frontend import convert, from_onnx
 from gdp.frontend.verify import Verification
 from gdp.model import Model
@@ -76,18 +76,34 @@ def default_target() -> Target:
 
 def run_async(
     model: Model,
-    inputs: Mapping[str, Any] | Sequence | np.ndarray,
-    outputs: Mapping[str, np.ndarray] | None = None,
+    inputs: Mapping[str, Any] | Sequence | np.ndarray | None = None,
+    outputs: Mapping[str, np.ndarray] | np.ndarray | None = None,
     profile: bool = False,
+    *,
+    batch: Sequence | None = None,
 ) -> queue.Task:
     """Enqueue a run and return at once with a handle (`.wait()`, `.result()`, `.profile`).
 
     Given output arrays are filled in place when the run ends; missing ones are allocated and
     returned by `.result()`. Input arrays are read when the run executes: leave them unchanged until
     the handle is done (as with any asynchronous copy).
+
+    `batch=[img1, img2, ...]` (instead of `inputs`) enqueues a ragged batch: images of any sizes
+    run as one task and each output comes back stacked, (N, ...), in `outputs` buffers of that
+    shape or new arrays (`Model.submit_batch`).
     """
     if not isinstance(model, Model):
         raise GdpError(f"run_async: expected a model from gdp.compile, got {type(model).__name__}")
+    if batch is not None:
+        if inputs is not None:
+            raise InputError(
+                "run_async: give either inputs (one run) or batch= (a list of images), not both"
+            )
+        return model.submit_batch(batch, outputs, profile)
+    if inputs is None:
+        raise InputError("run_async: expected inputs (one run) or batch= (a list of images)")
+    if isinstance(outputs, np.ndarray):
+        raise OutputBufferError("run_async: expected output buffers as a dict by output name")
     return model.submit(inputs, outputs, profile)
 
 

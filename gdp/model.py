@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from gdp.errors import ExecutionError, InputError, TargetError
+from gdp.errors import ExecutionError, InputError, OutputBufferError, TargetError
 from gdp.frontend.common import IR_VERSION
 from gdp.rewrites import canonical_names, load_profile, pipeline
 from gdp.rewrites.fp16 import ARITHMETICS, rupw2
@@ -529,6 +529,147 @@ class Model:
         result = self._enqueue(arrays, None, profile=False, wait=True).result()
         return next(iter(result.values())) if len(result) == 1 else result
 
+    # -- ragged batches ---------------------------------------------------------------------
+
+    def submit_batch(
+        self,
+        images: Sequence,
+        outputs: Mapping[str, np.ndarray] | np.ndarray | None = None,
+        profile: bool = False,
+        wait: bool = False,
+    ) -> queue.Task:
+        """Enqueue one task that runs every entry of `images` (arrays of any size for a model
+        with one input; dicts by name or sequences in input order for several) and stacks each
+        output along a new first axis: its result is {name: (N, ...) array}. `outputs` are
+        (N, ...) buffers by name (a bare array for a one-output model), filled in place once
+        every run succeeded. All images are validated here, before anything is queued; a refused
+        or failed batch writes nothing."""
+        entries = self._bind_batch(images)
+        count = len(entries)
+        by_shape: dict[tuple, Specialization] = {}
+        specs = []
+        for arrays in entries:
+            shapes = tuple(a.shape for a in arrays)
+            spec = by_shape.get(shapes) if self.precision != "fp16" else None
+            if spec is None:
+                named = dict(zip(self.input_names, shapes, strict=True))
+                spec = self._specialization(named, self._ranges(arrays))
+                by_shape[shapes] = spec
+            specs.append(spec)
+        # The outputs' shapes (without the batch axis) where every executable declares them.
+        declared = _stacked_shapes(self.output_names, {id(s): s for s in specs}.values())
+        buffers = self._bind_batch_outputs(outputs, count, declared)
+        task = queue.Task(Profile(self.target.name) if profile else None)
+        run = _BatchRun(self.output_names, specs, entries, declared, buffers, task.profile)
+        worker = queue.worker(self.target.name)
+        return worker.run_now(run, task) if wait else worker.submit(run, task)
+
+    def run_batch(
+        self,
+        images: Sequence,
+        outputs: Mapping[str, np.ndarray] | np.ndarray | None = None,
+    ) -> np.ndarray | dict[str, np.ndarray]:
+        """Run synchronously on a ragged batch (images of different sizes) and return the stacked
+        outputs: one output -> its (N, ...) array; several -> a dict by output name. See
+        `submit_batch`."""
+        result = self.submit_batch(images, outputs, wait=True).result()
+        return next(iter(result.values())) if len(result) == 1 else result
+
+    def _bind_batch(self, images: Sequence) -> list[list[np.ndarray]]:
+        """Every entry of a batch -> validated arrays in graph input order; an error names the
+        entry's index."""
+        if isinstance(images, np.ndarray):
+            if images.ndim == 0:
+                raise InputError("run_batch: expected a list of images, got a 0-d array")
+            images = list(images)
+        elif isinstance(images, Mapping) or not isinstance(images, Sequence):
+            raise InputError(
+                f"run_batch: expected a list of images (or of input dicts), got "
+                f"{type(images).__name__}"
+            )
+        if len(images) == 0:
+            raise InputError("run_batch: the batch is empty; expected at least one image")
+        single = len(self.inputs) == 1
+        entries = []
+        for n, item in enumerate(images):
+            try:
+                if isinstance(item, Mapping):
+                    entries.append(self._bind((), item))
+                elif single or not isinstance(item, list | tuple):
+                    entries.append(self._bind((item,), {}))
+                else:
+                    entries.append(self._bind(item, {}))
+            except InputError as err:
+                raise InputError(f"image {n}: {err}") from None
+        return entries
+
+    def _bind_batch_outputs(
+        self,
+        outputs: Mapping[str, np.ndarray] | np.ndarray | None,
+        count: int,
+        declared: dict[str, tuple[int | None, ...] | None],
+    ) -> dict[str, np.ndarray]:
+        """Output buffers of a batch: (N, ...) C-contiguous writable arrays of the output's
+        dtype; a dimension the executables leave free is checked after the runs."""
+        if outputs is None:
+            return {}
+        if isinstance(outputs, np.ndarray):
+            if len(self.outputs) != 1:
+                raise OutputBufferError(
+                    f"run_batch: the model has outputs {self.output_names}: give the buffers as"
+                    " a dict by name"
+                )
+            outputs = {self.output_names[0]: outputs}
+        if not isinstance(outputs, Mapping):
+            raise OutputBufferError(
+                f"run_batch: expected output buffers as a dict by name, got "
+                f"{type(outputs).__name__}"
+            )
+        sigs = {s.name: s for s in self.outputs}
+        buffers = {}
+        for name, buf in outputs.items():
+            if name not in sigs:
+                raise OutputBufferError(
+                    f"unknown output {name!r}: expected one of {self.output_names}"
+                )
+            if not isinstance(buf, np.ndarray):
+                raise OutputBufferError(
+                    f"output {name!r}: expected a numpy.ndarray to fill, got {type(buf).__name__}"
+                )
+            if buf.dtype != sigs[name].dtype:
+                raise OutputBufferError(
+                    f"output {name!r}: expected dtype {sigs[name].dtype.name}, got {buf.dtype.name}"
+                )
+            if not buf.flags.writeable:
+                raise OutputBufferError(f"output {name!r}: the array is read-only")
+            if not buf.flags.c_contiguous:
+                raise OutputBufferError(f"output {name!r}: expected a C-contiguous array")
+            shape = declared[name]
+            want = (count, *shape) if shape is not None else None
+            ok = (
+                buf.ndim >= 1
+                and buf.shape[0] == count
+                and (
+                    want is None
+                    or (
+                        len(want) == buf.ndim
+                        and all(w is None or w == g for w, g in zip(want, buf.shape, strict=True))
+                    )
+                )
+            )
+            if not ok:
+                dims = (
+                    "?"
+                    if shape is None
+                    else ", ".join("None" if d is None else str(d) for d in shape)
+                )
+                raise OutputBufferError(
+                    f"output {name!r}: expected a buffer of shape ({count}, {dims}) for a batch"
+                    f" of {count}, got {buf.shape}"
+                )
+            buffers[name] = buf
+        return buffers
+
     # -- ahead-of-time bundles ---------------------------------------------------------------
 
     def export(self, directory: str | Path, shapes: Sequence | None = None) -> Path:
@@ -571,6 +712,73 @@ class _Run:
                 out[name] = self.buffers[name]
             else:
                 out[name] = by_name[name]
+        if self.profile is not None:
+            self.profile.copy_out_s += time.perf_counter() - t0
+        return out
+
+
+def _stacked_shapes(names: list[str], specs) -> dict[str, tuple[int | None, ...] | None]:
+    """Each output's shape as the batch's executables declare it (None for a dimension they leave
+    free, or for the whole shape where they disagree on the rank)."""
+    shapes: dict[str, tuple[int | None, ...] | None] = {}
+    for spec in specs:
+        for sig in spec.outputs:
+            old = shapes.get(sig.name, sig.shape)
+            if old is None or len(old) != len(sig.shape):
+                shapes[sig.name] = None
+            else:
+                shapes[sig.name] = tuple(
+                    a if a == b else None for a, b in zip(old, sig.shape, strict=True)
+                )
+    return {name: shapes.get(name) for name in names}
+
+
+class _BatchRun:
+    """One queued ragged batch: every entry run on its executable (one backend call per
+    executable, which loops over the entries), the outputs checked to stack, then stacked into
+    the caller's buffers or new arrays. Nothing is written before every run succeeded."""
+
+    def __init__(self, names, specs, entries, declared, buffers, profile) -> None:
+        self.names, self.specs, self.entries = names, specs, entries
+        self.declared, self.buffers, self.profile = declared, buffers, profile
+
+    def __call__(self) -> dict[str, np.ndarray]:
+        count = len(self.entries)
+        results: list[dict[str, np.ndarray] | None] = [None] * count
+        groups: dict[int, list[int]] = {}
+        for n, spec in enumerate(self.specs):
+            groups.setdefault(id(spec), []).append(n)
+        for indices in groups.values():
+            spec = self.specs[indices[0]]
+            got = spec.executable.run_many([self.entries[n] for n in indices], self.profile)
+            for n, arrays in zip(indices, got, strict=True):
+                results[n] = {s.name: a for s, a in zip(spec.outputs, arrays, strict=True)}
+        first = results[0]
+        for name in self.names:
+            want = first[name]
+            for n, result in enumerate(results):
+                got = result[name]
+                if got.shape != want.shape or got.dtype != want.dtype:
+                    raise InputError(
+                        f"output {name!r} depends on the input size: image 0 gave "
+                        f"{want.dtype.name}{list(want.shape)}, image {n} gave "
+                        f"{got.dtype.name}{list(got.shape)}; a batch stacks outputs of one shape"
+                    )
+            buf = self.buffers.get(name)
+            if buf is not None and buf.shape[1:] != want.shape:
+                raise OutputBufferError(
+                    f"output {name!r}: the runs produced {list(want.shape)} per image, which does"
+                    f" not fit the given buffer {list(buf.shape)}"
+                )
+        t0 = time.perf_counter()
+        out: dict[str, np.ndarray] = {}
+        for name in self.names:
+            buf = self.buffers.get(name)
+            if buf is None:
+                buf = np.empty((count, *first[name].shape), first[name].dtype)
+            for n, result in enumerate(results):
+                np.copyto(buf[n], result[name])
+            out[name] = buf
         if self.profile is not None:
             self.profile.copy_out_s += time.perf_counter() - t0
         return out

@@ -22,6 +22,14 @@ class Executable(ABC):
         With a profile, fill its host phases (copy in, execute, copy out) and kernel times.
         """
 
+    def run_many(
+        self, batch: list[list[np.ndarray]], profile: Profile | None = None
+    ) -> list[list[np.ndarray]]:
+        """Run once per entry of `batch` (each a list of host arrays in graph input order), one
+        after another; return each run's host arrays. A backend overrides it to keep the
+        per-run overhead down (gdp's ragged batches call it)."""
+        return [self.run(inputs, profile) for inputs in batch]
+
 
 class CostProfile(Protocol):
     """What a backend may read of the target's cost profile (gdp.rewrites.profiles.CostProfile),

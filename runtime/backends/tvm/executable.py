@@ -103,3 +103,28 @@ class TvmExecutable(Executable):
             profile.copy_out_s += t3 - t2
             profile.kernels.extend(self._kernel_log)
         return outputs
+
+    def run_many(
+        self, batch: list[list[np.ndarray]], profile: Profile | None = None
+    ) -> list[list[np.ndarray]]:
+        """One VM call per entry, the VM function looked up once. What remains per run is the
+        input's DLPack view, the VM's call (its builtins: shape checks, allocation from its pool)
+        and the outputs' views; the outputs are the VM's tensors, kept alive by their arrays."""
+        if profile is not None:
+            return [self.run(inputs, profile) for inputs in batch]
+        main = self.vm["main"]
+        tensor_type = tvm.runtime.Tensor
+        results: list[list[np.ndarray]] = []
+        for inputs in batch:
+            args = [self._to_device(i, x) for i, x in enumerate(inputs)]
+            result = main(*args)
+            tensors = [result] if isinstance(result, tensor_type) else list(result)
+            # An output that is a staging tensor's memory (an input copied in) is copied out,
+            # since the next run refills it; the caller's own arrays are never refilled.
+            staged = {
+                np.from_dlpack(a).ctypes.data
+                for i, a in enumerate(args)
+                if a is self._staging.get(i) and a.device.dlpack_device_type() == _DLPACK_CPU
+            }
+            results.append([self._to_host(t, staged) for t in tensors])
+        return results
