@@ -352,17 +352,19 @@ def canny_gradients(gray: tf.Tensor, aperture: int) -> tuple[tf.Tensor, tf.Tenso
 def canny_gradients_color(image: tf.Tensor, aperture: int, l2_gradient: bool):
     """cv2.Canny's gradients of a multi-channel image: each channel's Sobel, and at each pixel
     the (dx, dy) of the channel with the largest magnitude (the first such channel on ties, as
-    canny.cpp's strict `>` picks it)."""
-    best = None
-    for c in range(image.shape[2]):
-        dx, dy = canny_gradients(image[:, :, c], aperture)
-        mag = dx * dx + dy * dy if l2_gradient else tf.abs(dx) + tf.abs(dy)
-        if best is None:
-            best = (mag, dx, dy)
-            continue
-        take = mag > best[0]
-        best = tuple(tf.where(take, new, old) for new, old in zip((mag, dx, dy), best, strict=True))
-    return best[1], best[2]
+    canny.cpp's strict `>` picks it). Returns (dx, dy, magnitude).
+
+    The largest magnitude is a reduction over the channels, which a backend stores: the
+    non-maximum suppression reads it at 9 neighbours, and a chain of selections inlined there
+    (each channel's Sobel in every comparison) made a colour Canny take minutes to compile."""
+    grads = [canny_gradients(image[:, :, c], aperture) for c in range(image.shape[2])]
+    mags = [dx * dx + dy * dy if l2_gradient else tf.abs(dx) + tf.abs(dy) for dx, dy in grads]
+    best = tf.reduce_max(tf.stack(mags, axis=-1), axis=-1)
+    dx, dy = grads[-1]
+    for c in reversed(range(len(grads) - 1)):  # the first channel reaching the largest
+        take = tf.equal(mags[c], best)
+        dx, dy = tf.where(take, grads[c][0], dx), tf.where(take, grads[c][1], dy)
+    return dx, dy, best
 
 
 # -- Large kernels: loops rather than unrolled stencils ------------------------------------------
@@ -416,23 +418,29 @@ def window_taps(x: tf.Tensor, offsets, kh: int, kw: int) -> tf.Tensor:
 
 
 def correlate_taps(x: tf.Tensor, kernel: np.ndarray) -> tf.Tensor:
-    """The correlation of the padded image `x` (static size) with a 2-D kernel: for each
-    kernel row with a non-zero tap, a loop over its taps (window_rows of the transposed image,
-    its weights those of the row), the rows' sums added in order: ops.image.correlate's
-    result with one loop per kernel row rather than one term per tap."""
+    """The correlation of the padded image `x` (static size) with a 2-D kernel as one loop
+    over its non-zero taps: the image transposed (columns outer), its kernel-row shifts
+    stacked [kh, W + kw - 1, H, ...] and flattened on the first two axes, so that tap (dy, dx)
+    of output column j is row dy * (W + kw - 1) + dx + j: one gather of a [taps, W] index
+    table and one weighted sum, the (H, channels) axes read as the output is."""
     kernel = np.asarray(kernel)
     kh, kw = kernel.shape
-    h = _static(x, 0) - (kh - 1)
-    across = _swap(x)  # [W, H, ...]: the row's taps along the outer axis
-    total = None
-    for dy in range(kh):
-        if not np.any(kernel[dy]):
-            continue
-        weights = None if np.all(kernel[dy] == 1) else kernel[dy]
-        term = window_rows(across[:, dy : dy + h], kw, "sum", weights)
-        total = term if total is None else total + term
-    if total is None:
-        return tf.zeros_like(x[:h, : _static(x, 1) - (kw - 1)])
+    hp, wp = _static(x, 0), _static(x, 1)
+    h, w = hp - (kh - 1), wp - (kw - 1)
+    offsets = [(dy, dx) for dy in range(kh) for dx in range(kw) if kernel[dy, dx] != 0]
+    if not offsets:
+        return tf.zeros_like(x[:h, :w])
+    across = _swap(x)  # [Wp, Hp, ...]
+    rows = sorted({dy for dy, _ in offsets})
+    stacked = tf.stack([across[:, dy : dy + h] for dy in rows])  # [rows, Wp, H, ...]
+    flat = tf.reshape(stacked, [len(rows) * wp, h, *x.shape[2:]])
+    slot = {dy: i for i, dy in enumerate(rows)}
+    start = np.array([slot[dy] * wp + dx for dy, dx in offsets])
+    index = tf.constant((start[:, None] + np.arange(w)[None, :]).astype(np.int64))
+    taps = tf.gather(flat, index, axis=0)  # [taps, W, H, ...]
+    weights = np.array([kernel[dy, dx] for dy, dx in offsets])
+    w_t = tf.constant(weights.astype(x.dtype.as_numpy_dtype))
+    total = tf.reduce_sum(taps * tf.reshape(w_t, [len(offsets)] + [1] * x.shape.rank), axis=0)
     return _swap(total)
 
 

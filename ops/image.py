@@ -193,14 +193,23 @@ def canny_thresholds(low: float, high: float, l2_gradient: bool) -> tuple[int, i
 
 
 def canny_candidates(
-    dx: tf.Tensor, dy: tf.Tensor, low: int, high: int, l2_gradient: bool = False
+    dx: tf.Tensor,
+    dy: tf.Tensor,
+    low: int,
+    high: int,
+    l2_gradient: bool = False,
+    magnitude: tf.Tensor | None = None,
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """Non-maximum suppression with OpenCV's direction rule and the double threshold.
 
     Returns (candidates, strong) as uint8 0/1 maps: candidates are local maxima along the
     gradient direction with magnitude above `low` (the pixels hysteresis may reach), strong the
-    candidates above `high` (where it starts). Magnitudes outside the image count as 0."""
-    mag = dx * dx + dy * dy if l2_gradient else tf.abs(dx) + tf.abs(dy)
+    candidates above `high` (where it starts). Magnitudes outside the image count as 0.
+    `magnitude`, where the caller has it, is dx, dy's (L1 or L2 as `l2_gradient`)."""
+    if magnitude is not None:
+        mag = magnitude
+    else:
+        mag = dx * dx + dy * dy if l2_gradient else tf.abs(dx) + tf.abs(dy)
     padded = _pad(mag, 1, 1, "CONSTANT", False)
 
     def at(oy: int, ox: int) -> tf.Tensor:

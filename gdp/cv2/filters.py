@@ -717,12 +717,13 @@ def _canny_prepare(image, l2, aperture, low, high):
     scalar tensors) are run-time inputs."""
     import tensorflow as tf
 
+    magnitude = None
     if image.shape.rank == 2:
         dx, dy = F.canny_gradients(image, aperture)
     else:
-        dx, dy = F.canny_gradients_color(image, aperture, l2)
+        dx, dy, magnitude = F.canny_gradients_color(image, aperture, l2)
     low, high = tf.cast(low, dx.dtype), tf.cast(high, dx.dtype)
-    return ops_image.canny_candidates(dx, dy, low, high, l2)
+    return ops_image.canny_candidates(dx, dy, low, high, l2, magnitude)
 
 
 def _canny_thresholds(low: float, high: float, l2_gradient: bool) -> tuple[int, int]:
