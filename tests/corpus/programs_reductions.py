@@ -7,7 +7,7 @@ import cv2
 import numpy as np
 import tensorflow as tf
 
-from tests.corpus.registry import Input, known_issue, program
+from tests.corpus.registry import Input, program
 
 F32 = Input(dtype="float32")
 
@@ -205,11 +205,3 @@ program(
 program("floormod", "reductions", floormod, fast=True)
 program("floormod_float", "reductions", floormod_float, inputs=F32)
 program("bool_mask_count", "reductions", bool_mask_count, float64=True)
-
-# Known issues (today's; each runs as a strict xfail).
-known_issue(
-    "argmax_channel",
-    "cpu: CompileError, gdp's schedule of ArgMax's two-value reduction fails in TVM ('Trying to "
-    "update var v_image_red_temp_v0 with a different value') under every fusion setting",
-    ("cpu", "cpu-1080p"),
-)

@@ -608,6 +608,13 @@ def _largest_extent(sch: tvm.s_tir.Schedule, nest: list) -> int:
 def _vectorize_block_row(sch: tvm.s_tir.Schedule, block, loops: list) -> None:
     """Vectorise a block of a row kernel along its row (`loops`: its loops inside the strip)."""
     if not _is_spatial(sch, block):
+        if _multi_buffer_reduction(sch, block):
+            # A reduction of several values (ArgMax's index and value): TVM lowers its
+            # combiner through let-bound temporaries, one per reduced value, and a second copy
+            # of the block (the border chunks _vectorize_row splits off) rebinds them to other
+            # values ('Trying to update var ... with a different value'). Left a plain loop
+            # inside the parallel strip.
+            return
         # A reduction's loops (a short one's, or the row partials') go outside its last spatial
         # loop, which is then vectorised.
         kinds = [iv.iter_type == tvm.tirx.IterVar.DataPar for iv in sch.get(block).iter_vars]
@@ -627,6 +634,12 @@ def _vectorize_block_row(sch: tvm.s_tir.Schedule, block, loops: list) -> None:
         sch.reorder(*spatial[:-inner], *reduction, *spatial[-inner:])
         loops = spatial[-inner:]
     _vectorize_row(sch, loops)
+
+
+def _multi_buffer_reduction(sch: tvm.s_tir.Schedule, block) -> bool:
+    """Whether `block` reduces into several buffers at once (ArgMax/ArgMin: an index and a
+    value, combined by one multi-value combiner)."""
+    return not _is_spatial(sch, block) and len(sch.get(block).writes) > 1
 
 
 def _schedule_reductions(sch: tvm.s_tir.Schedule, cores: int) -> bool:
@@ -655,6 +668,12 @@ def _schedule_reductions(sch: tvm.s_tir.Schedule, cores: int) -> bool:
             continue  # not the plain (spatial..., reduction...) nest TOPI writes
         if _is_spatial(sch, block):
             sch.parallel(sch.fuse(*loops[:-1]) if len(loops) > 1 else loops[0])
+            continue
+        if _multi_buffer_reduction(sch, block):
+            # Several reduced values (ArgMax): no vector partials or rfactor, whose copies of
+            # the combiner TVM's lowering refuses; the outputs run in parallel.
+            if spatial:
+                sch.parallel(sch.fuse(*spatial) if len(spatial) > 1 else spatial[0])
             continue
         if _gather_reduction(sch, block, len(spatial)):
             continue
