@@ -360,11 +360,19 @@ def canny_gradients_color(image: tf.Tensor, aperture: int, l2_gradient: bool):
     grads = [canny_gradients(image[:, :, c], aperture) for c in range(image.shape[2])]
     mags = [dx * dx + dy * dy if l2_gradient else tf.abs(dx) + tf.abs(dy) for dx, dy in grads]
     best = tf.reduce_max(tf.stack(mags, axis=-1), axis=-1)
-    dx, dy = grads[-1]
-    for c in reversed(range(len(grads) - 1)):  # the first channel reaching the largest
-        take = tf.equal(mags[c], best)
-        dx, dy = tf.where(take, grads[c][0], dx), tf.where(take, grads[c][1], dy)
-    return dx, dy, best
+    # The first channel reaching the largest magnitude; its dx and dy picked by sums over the
+    # channels (reductions too, so the suppression reads stored gradients, not 3 Sobels).
+    hits = [tf.equal(m, best) for m in mags]
+    first = [hits[0]]
+    for c in range(1, len(hits)):
+        first.append(hits[c] & ~tf.reduce_any(tf.stack(hits[:c], axis=-1), axis=-1))
+
+    def pick(axis: int) -> tf.Tensor:
+        zero = tf.zeros_like(best)
+        parts = [tf.where(f, g[axis], zero) for f, g in zip(first, grads, strict=True)]
+        return tf.reduce_sum(tf.stack(parts, axis=-1), axis=-1)
+
+    return pick(0), pick(1), best
 
 
 # -- Large kernels: loops rather than unrolled stencils ------------------------------------------

@@ -94,6 +94,16 @@ CASES = {
         U8,
     ),
     "erode ellipse 21 u8 smaller than kernel": (lambda m, x: m.erode(x, ELLIPSE_21), SMALL),
+    # Colour Canny (the largest channel magnitude as a reduction): ties between channels (a
+    # gray image in two of them), L2, apertures 3 and 5.
+    "Canny colour with channel ties": (
+        lambda m, x: m.Canny(np.dstack([x[..., 0], x[..., 0], x[..., 1]]), 60, 180),
+        U8,
+    ),
+    "Canny colour L2 aperture 5": (
+        lambda m, x: m.Canny(x, 400, 1600, apertureSize=5, L2gradient=True),
+        U8,
+    ),
     "medianBlur 5 u8": (lambda m, x: m.medianBlur(x, 5), U8),
     "medianBlur 5 u8 smaller than kernel": (lambda m, x: m.medianBlur(x, 5), SMALL[:3, :4]),
 }
