@@ -27,6 +27,7 @@ C, REP, REF, R101 = (
 )
 ELLIPSE_21 = real.getStructuringElement(real.MORPH_ELLIPSE, (21, 21))
 CROSS_13 = real.getStructuringElement(real.MORPH_CROSS, (13, 13))
+ELLIPSE_15 = real.getStructuringElement(real.MORPH_ELLIPSE, (15, 15))
 
 
 def _check(call, image):
@@ -91,6 +92,16 @@ CASES = {
     ),
     "morphologyEx GRADIENT cross 13 u8 REFLECT": (
         lambda m, x: m.morphologyEx(x, real.MORPH_GRADIENT, CROSS_13, borderType=REF),
+        U8,
+    ),
+    "erode ellipse 15 u8 REFLECT_101 anchor, 2 iterations": (
+        lambda m, x: m.erode(x, ELLIPSE_15, anchor=(3, 9), iterations=2, borderType=R101),
+        U8,
+    ),
+    "dilate rect 13x17 u8 CONSTANT 7 anchor": (
+        lambda m, x: m.dilate(
+            x, np.ones((17, 13), np.uint8), anchor=(2, 11), borderType=C, borderValue=7
+        ),
         U8,
     ),
     "erode ellipse 21 u8 smaller than kernel": (lambda m, x: m.erode(x, ELLIPSE_21), SMALL),
