@@ -386,14 +386,18 @@ def canny_gradients_color(image: tf.Tensor, aperture: int, l2_gradient: bool):
 _REDUCE = {"sum": tf.reduce_sum, "min": tf.reduce_min, "max": tf.reduce_max}
 
 
-def window_rows(x: tf.Tensor, k: int, reduce: str = "sum", weights=None) -> tf.Tensor:
-    """out[i] = reduce over t < k of weights[t] * x[i + t] along axis 0 (rows): x.shape[0] -
-    k + 1 rows (static sizes: TVM's importer gives no shape to the index table of a run-time
-    length). `weights` (a sequence or a 1-D tensor, for "sum" only) None is all ones. The
-    other axes are read as the output is, so a backend runs them as vectors inside the taps
-    loop."""
-    n = _static(x, 0) - (k - 1)
-    index = tf.range(k, dtype=tf.int64)[:, None] + tf.range(n, dtype=tf.int64)[None, :]
+def window_rows(
+    x: tf.Tensor, k: int, reduce: str = "sum", weights=None, step: int = 1
+) -> tf.Tensor:
+    """out[i] = reduce over t < k of weights[t] * x[i + t * step] along axis 0 (rows):
+    x.shape[0] - (k - 1) * step rows (static sizes: TVM's importer gives no shape to the index
+    table of a run-time length). `weights` (a sequence or a 1-D tensor, for "sum" only) None
+    is all ones. The other axes are read as the output is, so a backend runs them as vectors
+    inside the taps loop."""
+    n = _static(x, 0) - (k - 1) * step
+    index = (
+        tf.range(0, k * step, step, dtype=tf.int64)[:, None] + tf.range(n, dtype=tf.int64)[None, :]
+    )
     taps = tf.gather(x, index, axis=0)  # [k, n, ...]
     if weights is not None:
         w = tf.cast(tf.convert_to_tensor(weights), x.dtype)
@@ -411,10 +415,12 @@ def _swap(x: tf.Tensor) -> tf.Tensor:
     return tf.transpose(x, [1, 0, *range(2, x.shape.rank)])
 
 
-def window_cols(x: tf.Tensor, k: int, reduce: str = "sum", weights=None) -> tf.Tensor:
+def window_cols(
+    x: tf.Tensor, k: int, reduce: str = "sum", weights=None, step: int = 1
+) -> tf.Tensor:
     """window_rows along axis 1 (columns): the image transposed, its rows reduced, transposed
     back (a gather along the columns would leave only the channels to run as vectors)."""
-    return _swap(window_rows(_swap(x), k, reduce, weights))
+    return _swap(window_rows(_swap(x), k, reduce, weights, step))
 
 
 def window_taps(x: tf.Tensor, offsets, kh: int, kw: int) -> tf.Tensor:
@@ -471,8 +477,10 @@ def row_runs(kernel: np.ndarray) -> list[tuple[int, int, int]]:
 
 def morphology_runs(padded: tf.Tensor, kernel: np.ndarray, dilate: bool) -> tf.Tensor:
     """min (max) over a kernel's non-zero taps of the padded image (static size), as a union of
-    horizontal runs: each run width's window min along the rows (a loop), then the min of the
-    runs' shifted views. A full rectangle is separable: a column pass of the row pass."""
+    horizontal runs. A full rectangle is separable: a column pass of the row pass (loops).
+    Otherwise the window mins of widths 2, 4, 8, ... along the rows (each a 2-tap loop over
+    the last: a sparse table), and each run of width r the min of two of them, 2^floor(log2 r)
+    wide, at the run's two ends: the min of 2 * runs stored views."""
     kernel = np.asarray(kernel) != 0
     kh, kw = kernel.shape
     reduce = "max" if dilate else "min"
@@ -481,13 +489,20 @@ def morphology_runs(padded: tf.Tensor, kernel: np.ndarray, dilate: bool) -> tf.T
         return window_rows(rows, kh, reduce) if kh > 1 else rows
     h, w = padded.shape[0] - kh + 1, padded.shape[1] - kw + 1
     pick = tf.maximum if dilate else tf.minimum
-    widths = {}
+    levels = {1: padded}
+
+    def level(p: int) -> tf.Tensor:  # window min of width p (a power of two) along the rows
+        if p not in levels:
+            levels[p] = window_cols(level(p // 2), 2, reduce, step=p // 2)
+        return levels[p]
+
     total = None
     for dy, x0, width in row_runs(kernel):
-        if width not in widths:
-            widths[width] = window_cols(padded, width, reduce) if width > 1 else padded
-        view = widths[width][dy : dy + h, x0 : x0 + w]
-        total = view if total is None else pick(total, view)
+        p = 1 << (width.bit_length() - 1)
+        ends = (x0,) if width == p else (x0, x0 + width - p)
+        for start in ends:
+            view = level(p)[dy : dy + h, start : start + w]
+            total = view if total is None else pick(total, view)
     return total
 
 
