@@ -4,6 +4,9 @@ for (both Relax function passes, applied in IMPORT_PASSES order)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+
 import onnx
 import tvm
 from tvm import relax
@@ -16,10 +19,16 @@ def import_onnx(model: onnx.ModelProto) -> tvm.IRModule:
     from tvm.relax.frontend.onnx import from_onnx
 
     check_importable(model)
+    # The importer print()s the node it failed on to stdout, which is the user's program's
+    # (a pipe of results, gdp export's JSON): kept for the error instead.
+    printed = io.StringIO()
     try:
-        mod = from_onnx(model, keep_params_in_input=False)
+        with contextlib.redirect_stdout(printed):
+            mod = from_onnx(model, keep_params_in_input=False)
     except Exception as err:
-        raise CompileError(f"TVM's Relax ONNX importer failed: {err}") from err
+        where = printed.getvalue().strip().splitlines()
+        at = f" ({where[0][:300]})" if where else ""
+        raise CompileError(f"TVM's Relax ONNX importer failed: {err}{at}") from err
     return tvm.transform.Sequential(IMPORT_PASSES)(mod)
 
 

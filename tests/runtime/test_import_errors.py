@@ -1,0 +1,27 @@
+"""TVM's Relax ONNX importer print()s the node it fails on to stdout: gdp keeps that out of the
+user's stdout (a pipe of results, `gdp export`'s JSON) and puts it in the CompileError."""
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import pytest
+
+from gdp.errors import CompileError
+from gdp.runtime.backends.tvm import relax_import
+
+
+def squeeze_of_a_free_axis() -> onnx.ModelProto:
+    """Squeeze of an axis of run-time extent: TVM cannot prove it is 1 and refuses."""
+    x = oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["n", 3])
+    y = oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)
+    axes = onnx.numpy_helper.from_array(np.array([0], np.int64), "axes")
+    graph = oh.make_graph([oh.make_node("Squeeze", ["x", "axes"], ["y"])], "g", [x], [y], [axes])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+
+
+def test_a_failed_import_prints_nothing_and_names_the_node(capfd):
+    with pytest.raises(CompileError, match="Squeeze") as err:
+        relax_import.import_onnx(squeeze_of_a_free_axis())
+    out, _ = capfd.readouterr()
+    assert out == ""
+    assert "Error converting operator Squeeze" in str(err.value)
