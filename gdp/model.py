@@ -31,7 +31,14 @@ from gdp.runtime.backends import Executable, get_backend
 from gdp.runtime.cache import DiskCache, cache_key, obtain
 from gdp.runtime.profiling import Profile
 from gdp.runtime.targets import Target
-from gdp.signature import TensorSig, bind_inputs, bind_outputs, graph_inputs, graph_outputs
+from gdp.signature import (
+    TensorSig,
+    bind_inputs,
+    bind_outputs,
+    check_input,
+    graph_inputs,
+    graph_outputs,
+)
 from gdp.version import __version__
 
 
@@ -546,16 +553,20 @@ class Model:
         or failed batch writes nothing."""
         entries = self._bind_batch(images)
         count = len(entries)
-        by_shape: dict[tuple, Specialization] = {}
-        specs = []
-        for arrays in entries:
-            shapes = tuple(a.shape for a in arrays)
-            spec = by_shape.get(shapes) if self.precision != "fp16" else None
-            if spec is None:
-                named = dict(zip(self.input_names, shapes, strict=True))
-                spec = self._specialization(named, self._ranges(arrays))
-                by_shape[shapes] = spec
-            specs.append(spec)
+        if self._generic and self.specialize == "never":
+            # Every size runs on the one generic executable: nothing to look up per image.
+            specs = [self._generic_specialization()] * count
+        else:
+            by_shape: dict[tuple, Specialization] = {}
+            specs = []
+            for arrays in entries:
+                shapes = tuple(a.shape for a in arrays)
+                spec = by_shape.get(shapes) if self.precision != "fp16" else None
+                if spec is None:
+                    named = dict(zip(self.input_names, shapes, strict=True))
+                    spec = self._specialization(named, self._ranges(arrays))
+                    by_shape[shapes] = spec
+                specs.append(spec)
         # The outputs' shapes (without the batch axis) where every executable declares them.
         declared = _stacked_shapes(self.output_names, {id(s): s for s in specs}.values())
         buffers = self._bind_batch_outputs(outputs, count, declared)
@@ -589,13 +600,15 @@ class Model:
             )
         if len(images) == 0:
             raise InputError("run_batch: the batch is empty; expected at least one image")
-        single = len(self.inputs) == 1
+        single = self.inputs[0] if len(self.inputs) == 1 else None
         entries = []
         for n, item in enumerate(images):
             try:
-                if isinstance(item, Mapping):
+                if single is not None and isinstance(item, np.ndarray):
+                    entries.append([check_input(single, item)])
+                elif isinstance(item, Mapping):
                     entries.append(self._bind((), item))
-                elif single or not isinstance(item, list | tuple):
+                elif single is not None or not isinstance(item, list | tuple):
                     entries.append(self._bind((item,), {}))
                 else:
                     entries.append(self._bind(item, {}))
@@ -744,20 +757,24 @@ class _BatchRun:
 
     def __call__(self) -> dict[str, np.ndarray]:
         count = len(self.entries)
-        results: list[dict[str, np.ndarray] | None] = [None] * count
+        # results[n][k]: image n's output k (in self.names' order).
+        results: list[list[np.ndarray]] = [[]] * count
         groups: dict[int, list[int]] = {}
         for n, spec in enumerate(self.specs):
             groups.setdefault(id(spec), []).append(n)
         for indices in groups.values():
             spec = self.specs[indices[0]]
             got = spec.executable.run_many([self.entries[n] for n in indices], self.profile)
+            order = [s.name for s in spec.outputs]
+            if order != self.names:
+                got = [[arrays[order.index(name)] for name in self.names] for arrays in got]
             for n, arrays in zip(indices, got, strict=True):
-                results[n] = {s.name: a for s, a in zip(spec.outputs, arrays, strict=True)}
+                results[n] = arrays
         first = results[0]
-        for name in self.names:
-            want = first[name]
+        for k, name in enumerate(self.names):
+            want = first[k]
             for n, result in enumerate(results):
-                got = result[name]
+                got = result[k]
                 if got.shape != want.shape or got.dtype != want.dtype:
                     raise InputError(
                         f"output {name!r} depends on the input size: image 0 gave "
@@ -772,12 +789,12 @@ class _BatchRun:
                 )
         t0 = time.perf_counter()
         out: dict[str, np.ndarray] = {}
-        for name in self.names:
+        for k, name in enumerate(self.names):
             buf = self.buffers.get(name)
             if buf is None:
-                buf = np.empty((count, *first[name].shape), first[name].dtype)
+                buf = np.empty((count, *first[k].shape), first[k].dtype)
             for n, result in enumerate(results):
-                np.copyto(buf[n], result[name])
+                buf[n] = result[k]
             out[name] = buf
         if self.profile is not None:
             self.profile.copy_out_s += time.perf_counter() - t0

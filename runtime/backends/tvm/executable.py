@@ -114,17 +114,17 @@ class TvmExecutable(Executable):
             return [self.run(inputs, profile) for inputs in batch]
         main = self.vm["main"]
         tensor_type = tvm.runtime.Tensor
+        staging = self._staging
         results: list[list[np.ndarray]] = []
         for inputs in batch:
             args = [self._to_device(i, x) for i, x in enumerate(inputs)]
             result = main(*args)
             tensors = [result] if isinstance(result, tensor_type) else list(result)
-            # An output that is a staging tensor's memory (an input copied in) is copied out,
-            # since the next run refills it; the caller's own arrays are never refilled.
-            staged = {
-                np.from_dlpack(a).ctypes.data
-                for i, a in enumerate(args)
-                if a is self._staging.get(i) and a.device.dlpack_device_type() == _DLPACK_CPU
-            }
-            results.append([self._to_host(t, staged) for t in tensors])
+            if any(a is staging.get(i) for i, a in enumerate(args)):
+                # An output that is a staging tensor's memory (an input copied in) is copied
+                # out, since the next run refills it; the caller's arrays are never refilled.
+                at = {np.from_dlpack(a).ctypes.data for a in args if a.device == self.device}
+                results.append([self._to_host(t, at) for t in tensors])
+            else:
+                results.append([self._to_host(t, ()) for t in tensors])
         return results
