@@ -46,6 +46,22 @@ def _reflect_blur(img):
     return tf.nn.depthwise_conv2d(padded, _BOX, [1, 1, 1, 1], "VALID")[0] * 2.0 - img
 
 
+# A 5x5 depthwise kernel whose taps all differ (a tap read from the wrong column or channel
+# changes the result), per channel.
+_TAPS5 = tf.constant(
+    np.arange(1, 76, dtype=np.float32).reshape(5, 5, 3, 1) / 2850.0, dtype=tf.float32
+)
+
+
+@tf.function(input_signature=[tf.TensorSpec([None, None, 3], tf.float32, name="img")])
+def _reflect_blur5(img):
+    # A halo of two pixels with reflected borders, as a 5x5 Gaussian's: TF needs three rows
+    # and columns. The cpu partitions each row into the two-pixel borders, which read through
+    # reflected indices, and a middle of plain loads.
+    padded = tf.pad(img[None], [[0, 0], [2, 2], [2, 2], [0, 0]], mode="REFLECT")
+    return tf.nn.depthwise_conv2d(padded, _TAPS5, [1, 1, 1, 1], "VALID")[0] - img
+
+
 def _image(shape, dtype=np.uint8, seed=0) -> np.ndarray:
     rng = np.random.default_rng(seed + shape[0] * 7919 + shape[1])
     x = rng.integers(0, 256, (*shape, 3), dtype=np.uint8)
@@ -105,12 +121,19 @@ def test_whole_image_reductions_at_every_size(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("program", "smallest"), [(_blur_and_scale, 1), (_reflect_blur, 2)], ids=["same", "reflect"]
+    ("program", "smallest"),
+    [(_blur_and_scale, 1), (_reflect_blur, 2), (_reflect_blur5, 3)],
+    ids=["same", "reflect", "reflect5"],
 )
 def test_free_sized_stencil_output_is_exact_at_every_size(tmp_path, program, smallest):
     model = gdp.compile(program, target="cpu", cache_dir=tmp_path, specialize="never")
     assert model.report()["shapes_mode"] == "generic", model.report()["generic_error"]
     sizes = [(smallest, smallest), (2, 2), (3, 50), (17, smallest), (97, 131), (481, 640)]
+    sizes = [(h, w) for h, w in sizes if min(h, w) >= smallest]
+    # Widths around the border parts of a row (a row narrower than its two borders, exactly
+    # both, one pixel of middle) and around the vector widths (16 pixels; 63-65).
+    widths = [*range(smallest, 21), 63, 64, 65]
+    sizes += [(5, w) for w in widths] + [(w, 7) for w in (smallest, smallest + 1, 20, 65)]
     for shape in [*sizes, (1080, 1920)]:
         _check(model, program, _image(shape, np.float32), atol=1e-5)
     assert model.report()["builds"] == 1

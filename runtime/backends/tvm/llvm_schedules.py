@@ -100,6 +100,9 @@ def schedule(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
                 # A shape-generic kernel whose extents a heuristic needs as numbers: the
                 # parametric schedule, strips and vectors sized from the run-time extents.
                 sch = _schedule_symbolic(func, cores)
+                if sch is not None:
+                    scheduled[gvar] = _partition_borders(sch.mod["main"])
+                    continue
         except (tvm.error.InternalError, tvm.s_tir.ScheduleError) as err:
             # A schedule primitive refused a kernel shape gdp's heuristics did not foresee
             # (TVM checks every primitive, so the refusal is clean): that kernel compiles as
@@ -972,3 +975,176 @@ def _uses(expr, var) -> bool:
     if isinstance(expr, tvm.ir.Var):
         return expr.same_as(var)
     return any(_uses(c, var) for c in tir_operands(expr))
+
+
+# The widest border (in pixels) a row is partitioned by (_partition_borders): a stencil's halo.
+MAX_BORDER = 16
+
+
+def _partition_borders(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
+    """`func` with each row loop of run-time length whose block reads through border indices
+    (a reflected or clamped pad inlined into a stencil: if_then_else on the column) cut into
+    three loops: a left border of constant width, a middle of run-time length, and a right
+    border. In the middle the border conditions are decided (TVM's analyzer proves them under
+    the column's bounds), so its reads are plain shifted loads that LLVM's loop vectorizer turns
+    into whole vectors; the borders keep the reflected reads. TVM's own loop_partition needs
+    static extents, and its LoopPartition pass leaves the conditions of such rows in place."""
+    from tvm.s_tir import SBlockRealize
+
+    def visit(stmt):
+        if isinstance(stmt, tvm.tirx.For):
+            body = visit(stmt.body)
+            loop = stmt if body.same_as(stmt.body) else _with_body(stmt, body)
+            return _partition_row(loop) or loop
+        if isinstance(stmt, tvm.tirx.SeqStmt):
+            seq = [visit(s) for s in stmt.seq]
+            if all(a.same_as(b) for a, b in zip(seq, stmt.seq, strict=True)):
+                return stmt
+            return tvm.tirx.SeqStmt(seq)
+        if isinstance(stmt, SBlockRealize):
+            block = stmt.block
+            body = visit(block.body)
+            if body.same_as(block.body):
+                return stmt
+            return SBlockRealize(stmt.iter_values, stmt.predicate, _block_with(block, body=body))
+        if isinstance(stmt, tvm.tirx.IfThenElse):
+            then = visit(stmt.then_case)
+            if then.same_as(stmt.then_case) or stmt.else_case is not None:
+                return stmt
+            return tvm.tirx.IfThenElse(stmt.condition, then, None)
+        return stmt
+
+    body = visit(func.body)
+    return func if body.same_as(func.body) else func.with_body(body)
+
+
+def _with_body(loop, body, loop_var=None, start=None, extent=None):
+    return tvm.tirx.For(
+        loop_var if loop_var is not None else loop.loop_var,
+        start if start is not None else loop.min,
+        extent if extent is not None else loop.extent,
+        loop.kind,
+        body,
+        loop.thread_binding,
+        loop.annotations,
+    )
+
+
+def _block_with(block, body=None):
+    from tvm.s_tir import SBlock
+
+    return SBlock(
+        block.iter_vars,
+        block.reads,
+        block.writes,
+        block.name_hint,
+        body if body is not None else block.body,
+        block.init,
+        block.alloc_buffers,
+        block.match_buffers,
+        block.annotations,
+    )
+
+
+def _border_conditions(expr, var) -> list:
+    """The conditions of the if_then_else calls in `expr` that use `var`."""
+    found = []
+    if (
+        isinstance(expr, tvm.ir.Call)
+        and getattr(expr.op, "name", "") == "prim.if_then_else"
+        and _uses(expr.args[0], var)
+    ):
+        found.append(expr.args[0])
+    for child in tir_operands(expr):
+        found += _border_conditions(child, var)
+    return found
+
+
+def _partition_row(loop):
+    """_partition_borders's three loops for one row loop, or None where it is not such."""
+    from tvm.s_tir import SBlockRealize
+    from tvm.sym import Analyzer
+
+    realize = loop.body
+    if _is_static(loop.extent) or not isinstance(realize, SBlockRealize):
+        return None
+    block = realize.block
+    store = block.body
+    if not isinstance(store, tvm.tirx.BufferStore) or block.init is not None:
+        return None
+    if any(iv.iter_type != tvm.tirx.IterVar.DataPar for iv in block.iter_vars):
+        return None
+    j = loop.loop_var
+    # The column: the block variable of run-time extent bound to this loop (j // channels when
+    # the row's pixels and channels are one loop); the others bound to j (the channel) static.
+    bound = [
+        (iv, value)
+        for iv, value in zip(block.iter_vars, realize.iter_values, strict=True)
+        if _uses(value, j)
+    ]
+    columns = [(iv, v) for iv, v in bound if not _is_static(iv.dom.extent)]
+    if len(columns) != 1 or len(bound) > 2:
+        return None
+    column, column_value = columns[0]
+    channels = math.prod(int(iv.dom.extent) for iv, _ in bound if iv is not column)
+    # The loop runs over whole rows, the channels innermost: j = column * channels + channel
+    # (the three loops below cut it at whole pixels).
+    ana = Analyzer()
+    if not (
+        all(_is_static(iv.dom.min) and int(iv.dom.min) == 0 for iv, _ in bound)
+        and ana.can_prove_equal(loop.min, 0)
+        and ana.can_prove_equal(loop.extent, column.dom.extent * channels)
+        and ana.can_prove_equal(column_value, j // channels if channels > 1 else j)
+        and all(ana.can_prove_equal(v, j % channels) for iv, v in bound if iv is not column)
+    ):
+        return None
+    conditions = _border_conditions(store.value, column.var)
+    if not conditions:
+        return None
+    width = column.dom.extent
+    dtype = str(loop.loop_var.ty)
+    # The narrowest border whose columns decide every condition in the middle.
+    border = None
+    for margin in range(1, MAX_BORDER + 1):
+        m = tvm.tirx.const(margin, dtype)
+        inside = tvm.tirx.And(column.var >= m, column.var < width - m)
+        with ana.constraint_scope(inside):
+            if all(isinstance(ana.simplify(c), tvm.tirx.IntImm) for c in conditions):
+                value = ana.simplify(store.value)
+                border = margin
+                break
+    if border is None or _border_conditions(value, column.var):
+        return None
+    edge = tvm.tirx.const(border * channels, dtype)
+    zero = tvm.tirx.const(0, dtype)
+    extent = loop.extent
+    middle_extent = tvm.tirx.max(extent - edge - edge, zero)
+    left_extent = tvm.tirx.min(edge, extent)
+    right_start = left_extent + middle_extent
+    right_extent = tvm.tirx.max(extent - right_start, zero)
+    middle_block = _block_with(block, body=tvm.tirx.BufferStore(store.buffer, value, store.indices))
+    parts = []
+    for start, length, body_block in (
+        (zero, left_extent, block),
+        (edge, middle_extent, middle_block),
+        (right_start, right_extent, block),
+    ):
+        var = tvm.tirx.Var(f"{j.name}_part", dtype)
+        sub = Analyzer()
+        sub.bind(j, var)
+        values = [sub.simplify(v) for v in realize.iter_values]
+        predicate = (
+            sub.simplify(realize.predicate)
+            if not isinstance(realize.predicate, bool)
+            else realize.predicate
+        )
+        parts.append(
+            _with_body(
+                loop,
+                SBlockRealize(values, predicate, body_block),
+                loop_var=var,
+                start=start,
+                extent=length,
+            )
+        )
+    return tvm.tirx.SeqStmt(parts)

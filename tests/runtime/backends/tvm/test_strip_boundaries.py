@@ -27,6 +27,11 @@ import gdp
 from tests import ROOT
 
 SIZES = [(97, 131), (480, 640), (481, 640)]
+# The shape-generic Gaussian also at widths around its row's border parts (two reflected
+# pixels each side, the middle of plain loads between: rows narrower than both borders, exactly
+# both, one pixel of middle) and around the vector widths, and at heights of fewer rows than
+# strips.
+GENERIC_SIZES = [*SIZES, *((9, w) for w in [*range(3, 21), 63, 64, 65]), (3, 17), (4, 64)]
 THREADS = [1, 2, 4]
 RUNS = 5
 
@@ -128,7 +133,7 @@ def _cases(tmp_path) -> list[dict]:
         assert model.report()["shapes_mode"] == "generic", model.report()["generic_error"]
         path = tmp_path / f"{name}_generic.onnx"
         model.save(path)
-        for shape in SIZES:
+        for shape in GENERIC_SIZES:
             x = _photo(shape)
             model(x)  # the fallback's per-shape compile, into the cache the child reads
             want = [real_cv2.GaussianBlur(x, (5, 5), 0)]
