@@ -233,3 +233,29 @@ def test_per_shape_model_batches_too(tmp_path):
     for n, image in enumerate(images):
         want = _resize_normalise_chw(image).numpy()
         np.testing.assert_allclose(got[n], want, rtol=0, atol=2e-5, err_msg=f"image {n}")
+
+
+@tf.function(input_signature=[tf.TensorSpec([None, None, 3], tf.uint8, name="img")])
+def _identity(img):
+    return tf.identity(img)
+
+
+def test_read_only_images_are_staged_and_not_overwritten(tmp_path):
+    # Read-only arrays are copied into one staging tensor the VM reuses from image to image; an
+    # output that is that tensor's memory must be copied out before the next image refills it.
+    model = gdp.compile(_identity, target="cpu", cache_dir=tmp_path, specialize="never")
+    images = _images([(6, 5)] * 3, seed=6)
+    for image in images:
+        image.flags.writeable = False
+    got = model.run_batch(images)
+    np.testing.assert_array_equal(got, np.stack(images))
+    resize = gdp.compile(
+        _resize_normalise_chw, target="cpu", cache_dir=tmp_path, specialize="never"
+    )
+    images = _images(SIZES[:4], seed=7)
+    for image in images:
+        image.flags.writeable = False
+    got = resize.run_batch(images)
+    for n, image in enumerate(images):
+        want = _resize_normalise_chw(image).numpy()
+        np.testing.assert_allclose(got[n], want, rtol=0, atol=_resize_atol(image.shape[:2]))
