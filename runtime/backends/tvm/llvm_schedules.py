@@ -146,7 +146,9 @@ def _schedule_symbolic(func: tvm.tirx.PrimFunc, cores: int) -> tvm.s_tir.Schedul
     STRIPS_PER_CORE strips per core whose row count is computed from the run-time extent; its
     row (with a short channel axis, the row's pixels and channels as one loop), where the block
     is spatial, is vectorised as _vectorize_row does where its length is static, else left to
-    LLVM's loop vectorizer. Reductions keep TOPI's order inside their parallel outer loops."""
+    LLVM's loop vectorizer. Reductions keep TOPI's order inside their parallel outer loops.
+    schedule() then cuts each row that reads through border indices into its borders and a
+    middle of plain loads (_partition_borders)."""
     sch = tvm.s_tir.Schedule(func)
     kept = _inline_producers(sch)
     if kept:
