@@ -50,16 +50,8 @@ CASES = {
         lambda m, x: m.GaussianBlur(x, (21, 21), 0, borderType=REP),
         SMALL,
     ),
-    "GaussianBlur 19 u8 CONSTANT": (
-        lambda m, x: m.GaussianBlur(x, (19, 19), 3.0, borderType=C),
-        U8,
-    ),
     "blur 31 u8 CONSTANT": (lambda m, x: m.blur(x, (31, 31), borderType=C), U8),
     "blur 13x29 f32 REPLICATE": (lambda m, x: m.blur(x, (13, 29), borderType=REP), F32),
-    "boxFilter 21 u8 unnormalized CV_32F REFLECT": (
-        lambda m, x: m.boxFilter(x, real.CV_32F, (21, 21), normalize=False, borderType=REF),
-        U8,
-    ),
     "blur 31 u8 REFLECT_101 smaller than kernel": (lambda m, x: m.blur(x, (31, 31)), SMALL),
     "filter2D box 13 u8 (rank one)": (
         lambda m, x: m.filter2D(x, -1, np.ones((13, 13), np.float32) / 169),
@@ -106,13 +98,9 @@ CASES = {
     ),
     "erode ellipse 21 u8 smaller than kernel": (lambda m, x: m.erode(x, ELLIPSE_21), SMALL),
     # Colour Canny (the largest channel magnitude as a reduction): ties between channels (a
-    # gray image in two of them), L2, apertures 3 and 5.
+    # gray image in two of them).
     "Canny colour with channel ties": (
         lambda m, x: m.Canny(np.dstack([x[..., 0], x[..., 0], x[..., 1]]), 60, 180),
-        U8,
-    ),
-    "Canny colour L2 aperture 5": (
-        lambda m, x: m.Canny(x, 400, 1600, apertureSize=5, L2gradient=True),
         U8,
     ),
     "medianBlur 5 u8": (lambda m, x: m.medianBlur(x, 5), U8),
@@ -129,9 +117,10 @@ def test_large_kernels_match_opencv(name):
 def test_a_large_kernel_compiles_to_a_loop_not_a_stencil():
     """The 31x31 Gaussian's program: its taps gathered and reduced (a handful of nodes), where
     the unrolled stencil had a Slice, a Mul and an Add per tap."""
-    engine.clear_cache()
     cv2.GaussianBlur(U8, (31, 31), 0)
-    (model,) = engine._programs.values()
+    (model,) = [
+        m for key, m in engine._programs.items() if key[0][:2] == ("GaussianBlur", (U8.shape,))
+    ]
     ops = [node.op_type for node in model.source_onnx.graph.node]
     assert "Gather" in ops and "ReduceSum" in ops
     assert ops.count("Mul") < 10 and len(ops) < 100, ops
