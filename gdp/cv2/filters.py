@@ -112,10 +112,17 @@ def _pass(padded, kernel: np.ndarray, axis: int):
     (gdp.ops.filters.window_rows / window_cols, static sizes) for a long one
     (kernels.LOOP_TAPS)."""
     n = len(kernel)
-    if n <= kernels.LOOP_TAPS:
+    if n <= kernels.LOOP_TAPS or not _static(padded):
         return _const_taps(padded, kernel, axis)
     weights = None if np.all(kernel == 1) else kernel
     return (F.window_rows if axis == 0 else F.window_cols)(padded, n, "sum", weights)
+
+
+def _static(x) -> bool:
+    """Whether an image's height and width are known when the graph is traced (the loops of
+    large kernels need them; a graph-mode call on tensors of unknown size keeps the unrolled
+    stencil)."""
+    return x.shape[0] is not None and x.shape[1] is not None
 
 
 def _sep_filter(image, kernel_x: np.ndarray, kernel_y: np.ndarray, anchor, border: int):
@@ -155,7 +162,7 @@ def _filter_2d(image, kernel: np.ndarray, anchor, border: int):
     kh, kw = kernel.shape
     ax, ay = _anchor(anchor, kw, kh)
     padded = _pad(image, ay, kh - 1 - ay, ax, kw - 1 - ax, border)
-    if np.count_nonzero(kernel) <= kernels.LOOP_TAPS_2D:
+    if np.count_nonzero(kernel) <= kernels.LOOP_TAPS_2D or not _static(padded):
         return ops_image.correlate(padded, kernel, image.shape.rank == 3)
     factors = rank_one(kernel)
     if factors is not None:
@@ -167,6 +174,8 @@ def _filter_2d(image, kernel: np.ndarray, anchor, border: int):
 def _fits(src, kw: int, kh: int) -> bool:
     """Whether a filter's program for any size serves `src`: larger than the kernel (smaller
     images reflect their border more than once, and get a program per size)."""
+    if src.shape[0] is None or src.shape[1] is None:  # a graph-mode tensor of unknown size
+        return False
     return int(src.shape[0]) > kh and int(src.shape[1]) > kw
 
 
@@ -287,11 +296,11 @@ def _gaussian(image, border, kx, ky):
     ax, ay = nx // 2, ny // 2
     pad = B.pad if image.shape[0] is not None else _pad_any_size
     padded = pad(tf.cast(image, work), ay, ny - 1 - ay, ax, nx - 1 - ax, border)
-    if nx <= kernels.LOOP_TAPS:
+    if nx <= kernels.LOOP_TAPS or not _static(padded):
         rows = _weighted_taps(padded, tf.cast(kx, work), 1)
     else:  # a long kernel: a loop over its taps (static sizes)
         rows = F.window_cols(padded, nx, "sum", tf.cast(kx, work))
-    if ny <= kernels.LOOP_TAPS:
+    if ny <= kernels.LOOP_TAPS or not _static(rows):
         total = _weighted_taps(rows, tf.cast(ky, work), 0)
     else:
         total = F.window_rows(rows, ny, "sum", tf.cast(ky, work))

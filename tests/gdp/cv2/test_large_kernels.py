@@ -150,3 +150,21 @@ def test_loop_thresholds_agree_with_gdp_ops():
         filters.STENCIL_TAPS,
         filters.STENCIL_TAPS_2D,
     )
+
+
+@pytest.mark.parametrize("size", [None, 40])
+def test_graph_mode_large_kernels_of_known_and_unknown_size(size):
+    """On TF tensors (a user's tf.function, run by TensorFlow here): the loop form where the
+    size is known, the unrolled stencil where it is not (the loops need static sizes)."""
+    import tensorflow as tf
+
+    spec = tf.TensorSpec([size, None if size is None else 50, 3], tf.uint8)
+
+    @tf.function(input_signature=[spec])
+    def chain(x):
+        x = cv2.GaussianBlur(x, (21, 17), 0)
+        x = cv2.blur(x, (3, 19))
+        return cv2.filter2D(x, -1, RANDOM_13)
+
+    want = real.filter2D(real.blur(real.GaussianBlur(U8, (21, 17), 0), (3, 19)), -1, RANDOM_13)
+    np.testing.assert_array_equal(chain(U8).numpy(), want)
