@@ -176,6 +176,10 @@ def test_empty_batch_and_not_a_list(resize_model):
         resize_model.run_batch({"img": _images(SIZES[:1])[0]})
     with pytest.raises(gdp.InputError, match="not both"):
         gdp.run_async(resize_model, _images(SIZES[:1])[0], batch=_images(SIZES[:1]))
+    with pytest.raises(gdp.InputError, match="batch="):
+        gdp.run_async(resize_model)
+    with pytest.raises(gdp.OutputBufferError, match="dict by output name"):
+        gdp.run_async(resize_model, _images(SIZES[:1])[0], np.zeros((3, 224, 224), np.float32))
 
 
 def test_bad_output_buffers_are_refused(resize_model):
