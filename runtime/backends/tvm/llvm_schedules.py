@@ -156,6 +156,11 @@ def _schedule_symbolic(func: tvm.tirx.PrimFunc, cores: int) -> tvm.s_tir.Schedul
         if strips is not None:
             return strips
     for block in sch.get_child_blocks(sch.get_sblock("root")):
+        if not sch.get_loops(block):
+            # As in _schedule_reductions: a block outside any loop (a mean's division) makes
+            # rfactor fail on its sibling (TVM's BlockReplacer check).
+            sch.add_unit_loop(block)
+    for block in sch.get_child_blocks(sch.get_sblock("root")):
         loops = sch.get_loops(block)
         stmt = sch.get(block)
         if not loops or len(stmt.iter_vars) != len(loops):
