@@ -70,7 +70,13 @@ class Worker:
 
     def run_now(self, fn: Callable[[], Any], task: Task) -> Task:
         """Run in the calling thread when nothing is queued before it (a synchronous call then
-        skips two thread hand-offs); otherwise queue it behind the earlier work, in order."""
+        skips two thread hand-offs); otherwise queue it behind the earlier work, in order.
+
+        Only the main thread runs inline: TVM's runtime gives every thread that runs a kernel a
+        thread pool of its own, which outlives the thread, so a server calling from a thread per
+        request would leak a pool per request; other threads hand the task to the worker."""
+        if threading.current_thread() is not threading.main_thread():
+            return self.submit(fn, task)
         with self._count_lock:
             idle = self._unfinished == 0
         if not idle:

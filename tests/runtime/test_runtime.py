@@ -236,3 +236,25 @@ def test_cpu_kernels_use_one_thread_per_core_unless_the_user_says(preset, tmp_pa
     )
     want = int(preset) if preset is not None else physical_cores()
     assert int(done.stdout.split()[-1]) == want, done.stderr[-2000:]
+
+
+def test_calls_from_a_thread_per_request_leave_no_threads_behind():
+    """TVM's runtime gives each thread that runs a kernel a thread pool of its own, which
+    outlives the thread: a server calling from a new thread per request leaked a pool per
+    request (40 requests: 80 threads). Calls from threads other than the main one run on the
+    target's worker."""
+    import os
+
+    model = gdp.compile(affine((16, 8, 3)))
+    x = np.random.default_rng(5).random((16, 8, 3), np.float32)
+    np.testing.assert_array_equal(model(x), affine_oracle(x))
+    before = len(os.listdir("/proc/self/task"))
+    results = []
+    for _ in range(40):
+        t = threading.Thread(target=lambda: results.append(model(x)))
+        t.start()
+        t.join()
+    assert len(results) == 40
+    for got in results:
+        np.testing.assert_array_equal(got, affine_oracle(x))
+    assert len(os.listdir("/proc/self/task")) - before < 8
