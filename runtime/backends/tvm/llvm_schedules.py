@@ -450,6 +450,8 @@ def _vectorize_row(sch: tvm.s_tir.Schedule, loops: list) -> None:
     and loads stay contiguous. The first and the last vector stay scalar loops: at an image's
     border they read reflected indices, which simplify to plain shifted reads only away from the
     border, where the rest of the row then loads and stores whole vectors."""
+    if not loops:  # a block with one loop (a 1x1 image's rows, its pixel): nothing to vectorise
+        return
     last = _int(sch.get(loops[-1]).extent)
     # A channel axis of one (an HW1 grey image) too: vectorised alone, it would be one lane.
     is_channel = len(loops) >= 2 and last <= MAX_CHANNELS

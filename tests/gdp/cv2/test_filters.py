@@ -100,3 +100,12 @@ def test_a_chain_in_a_tf_function_compiles_to_fewer_kernels_than_the_calls():
     finally:
         gdp.set_target(None)
     assert model.report()["kernels"] < one_by_one
+
+
+@pytest.mark.parametrize("border", [real.BORDER_REFLECT_101, real.BORDER_CONSTANT])
+def test_gaussian_of_a_single_pixel_image(border):
+    """A 1x1 image's kernel has a row loop of one pixel: the cpu schedule's row vectoriser was
+    handed no loop and raised IndexError (a slow conformance case, uint16 5x5)."""
+    x = np.array([[[1000, 2000, 65535]]], np.uint16)
+    got = cv2.GaussianBlur(x, (5, 5), 0, borderType=border)
+    np.testing.assert_array_equal(got, real.GaussianBlur(x, (5, 5), 0, borderType=border))
