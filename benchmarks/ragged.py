@@ -23,7 +23,6 @@ import os
 import platform
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -34,7 +33,6 @@ import numpy as np
 import skimage.data
 import tensorflow as tf
 import tvm_ffi
-from tvm.runtime.vm import VirtualMachine
 
 import gdp
 from gdp.benchmarking import compare
@@ -99,7 +97,6 @@ def peers(model, images: list[np.ndarray], size: int) -> dict:
     buf = np.empty((count, 3, size, size), np.float32)
     executable = model._specialized["generic"].executable
     main = executable.vm["main"]
-    vms = [VirtualMachine(executable.library, executable.device) for _ in range(2)]
 
     def run_batch():
         model.run_batch(images, outputs=buf)
@@ -121,21 +118,9 @@ def peers(model, images: list[np.ndarray], size: int) -> dict:
         for n, image in enumerate(images):
             np.copyto(buf[n], np.from_dlpack(main(tvm_ffi.from_dlpack(image))))
 
-    def half(k: int) -> None:
-        fn = vms[k]["main"]
-        for n in range(k, count, 2):
-            np.copyto(buf[n], np.from_dlpack(fn(tvm_ffi.from_dlpack(images[n]))))
-
-    def two_threads():
-        threads = [threading.Thread(target=half, args=(k,)) for k in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-
     # Every way computes the same stack (checked before timing).
     want = model.run_batch(images)
-    for fn in (gdp_loop, vm_copy, two_threads):
+    for fn in (gdp_loop, vm_copy):
         buf[:] = np.nan
         fn()
         np.testing.assert_array_equal(buf, want)
@@ -148,7 +133,6 @@ def peers(model, images: list[np.ndarray], size: int) -> dict:
         "OpenCV + NumPy loop": opencv,
         "VM call only (no copy)": vm_only,
         "VM call + copy into stack": vm_copy,
-        "2 threads, a VM each": two_threads,
     }
 
 
