@@ -6,8 +6,9 @@ float32 (resize 224 bilinear, [0, 1], CHW), side by side in one process, interle
 - OpenCV + NumPy per image: `cv2.resize(INTER_LINEAR)`, `* (1/255)` in float32, transpose,
   into the stack (cv2.setNumThreads to gdp's thread count);
 - the Relax VM called directly per image (no gdp at all), with and without the copy into the
-  stack: the floor of any per-image loop around these kernels;
-- two images at a time on two threads, each with its own VM (option 2, concurrency).
+  stack: the floor of any per-image loop around these kernels.
+(Two images at a time on two threads, each with its own VM, showed no gain and is left out:
+every new thread that runs TVM kernels keeps a thread pool of its own.)
 
 Then the same on a tiny pipeline (resize to 8x8), whose kernel costs microseconds, so that the
 per-image overhead of each way (binding, queueing, the VM's call) shows on its own.
