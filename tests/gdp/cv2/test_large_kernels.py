@@ -108,7 +108,23 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("name", list(CASES))
+# One case per algorithm runs by default (a compile each, seconds on 2 cores); the variants
+# (other borders, dtypes, anchors, images smaller than the kernel) are `slow`.
+DEFAULT = {
+    "GaussianBlur 31 u8 REFLECT_101",
+    "blur 31 u8 CONSTANT",
+    "filter2D box 13 u8 (rank one)",
+    "filter2D 13 random u8 CONSTANT",
+    "erode ellipse 21 u8 default border",
+    "Canny colour with channel ties",
+    "medianBlur 5 u8",
+}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [n if n in DEFAULT else pytest.param(n, marks=pytest.mark.slow) for n in CASES],
+)
 def test_large_kernels_match_opencv(name):
     call, image = CASES[name]
     _check(call, image)
