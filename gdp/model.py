@@ -297,6 +297,9 @@ class Model:
                 else "per-shape"
             ),
             "generic_error": self.generic_error,
+            # The least extents the generic executable serves, {input: {axis: extent}}: a
+            # smaller shape compiles its own executable.
+            "generic_min_extents": self._generic_min_extents(),
             "specialize": self.specialize,
             "builds": self._builds,
             "specializations_pending": len(self._pending),
@@ -341,7 +344,13 @@ class Model:
         shape_key = tuple(tuple(shapes[n]) for n in self.input_names)
         key = (shape_key, tuple(sorted(ranges.items())))
         if self._generic:
-            return self._generic_or_specialized(key, shapes)
+            return self._generic_or_specialized(key, shapes, ranges)
+        return self._own_specialization(key, shapes, ranges)
+
+    def _own_specialization(
+        self, key: tuple, shapes: Mapping[str, tuple], ranges: Mapping[str, tuple]
+    ) -> Specialization:
+        """The shape's own executable, compiled now (in this thread) if it was not yet."""
         found = self._specialized.get(key)
         if found is not None:
             self._touch(key)
@@ -350,21 +359,26 @@ class Model:
         with self._lock:
             found = self._specialized.get(key)
             if found is None:
-                shape_map = dict(zip(self.input_names, shape_key, strict=True))
+                shape_map = {n: tuple(shapes[n]) for n in self.input_names}
                 found = self._build(shape_map, {**self.input_ranges, **ranges})
                 self._keep(key, found)
         self._last = found
         return found
 
-    def _generic_or_specialized(self, key: tuple, shapes: Mapping[str, tuple]) -> Specialization:
+    def _generic_or_specialized(
+        self, key: tuple, shapes: Mapping[str, tuple], ranges: Mapping[str, tuple]
+    ) -> Specialization:
         """The executable for one call of a model compiled generically: the shape's own where one
         was made, else the generic one; under "auto", a shape's `specialize_after`-th call starts
-        its specialisation in a background thread."""
+        its specialisation in a background thread. A shape below the generic executable's least
+        extents (`Executable.min_extents`) compiles its own now."""
         found = self._specialized.get(key)
         if found is not None:
             self._touch(key)
             self._last = found
             return found
+        if not self._serves_generically(shapes):
+            return self._own_specialization(key, shapes, ranges)
         if self.specialize == "auto" and self._backend.static_shapes:
             with self._lock:
                 calls = self._calls.pop(key, 0) + 1
@@ -390,6 +404,17 @@ class Model:
                     self._pending[key] = thread
                     thread.start()
         return self._generic_specialization()
+
+    def _generic_min_extents(self) -> dict[str, dict[int, int]]:
+        generic = self._specialized.get(GENERIC)
+        out: dict[str, dict[int, int]] = {}
+        for index, axis, least in generic.executable.min_extents if generic else ():
+            out.setdefault(self.input_names[index], {})[axis] = least
+        return out
+
+    def _serves_generically(self, shapes: Mapping[str, tuple]) -> bool:
+        generic = self._generic_specialization()
+        return generic.executable.serves([tuple(shapes[n]) for n in self.input_names])
 
     def _specialize_in_background(self, key: tuple, shapes: dict[str, tuple]) -> None:
         try:
@@ -553,9 +578,14 @@ class Model:
         or failed batch writes nothing."""
         entries = self._bind_batch(images)
         count = len(entries)
-        if self._generic and self.specialize == "never":
+        generic = self._generic_specialization() if self._generic else None
+        if (
+            generic is not None
+            and self.specialize == "never"
+            and all(generic.executable.serves([a.shape for a in arrays]) for arrays in entries)
+        ):
             # Every size runs on the one generic executable: nothing to look up per image.
-            specs = [self._generic_specialization()] * count
+            specs = [generic] * count
         else:
             by_shape: dict[tuple, Specialization] = {}
             specs = []

@@ -244,19 +244,29 @@ def _pad_axis_any_size(x, axis: int, before: int, after: int, border: int):
     if border == _cv2.BORDER_CONSTANT:  # the filters' constant border is 0
 
         def edge(first):
-            return tf.zeros_like(_along(x, axis, slice(0, 1) if first else slice(-1, None)))
+            # Zeros shaped like an edge line, from a comparison that is false for every value
+            # (NaN included): tf.zeros_like of a run-time shape becomes ConstantOfShape, which
+            # TVM's importer takes only for a static shape.
+            line = _along(x, axis, slice(0, 1) if first else slice(-1, None))
+            return tf.cast(tf.logical_and(line < 0, line > 0), x.dtype)
 
         head = [edge(True)] * before
         tail = [edge(False)] * after
     elif border == _cv2.BORDER_REPLICATE:
         head = [_along(x, axis, slice(0, 1))] * before
         tail = [_along(x, axis, slice(-1, None))] * after
-    elif border == _cv2.BORDER_REFLECT:  # x[k-1] .. x[0] | x | x[L-1] .. x[L-k]
-        head = [_along(x, axis, slice(before - 1, None, -1))] if before else []
-        tail = [_along(x, axis, slice(-1, -after - 1, -1))] if after else []
-    else:  # BORDER_REFLECT_101: x[k] .. x[1] | x | x[L-2] .. x[L-1-k]
-        head = [_along(x, axis, slice(before, 0, -1))] if before else []
-        tail = [_along(x, axis, slice(-2, -after - 2, -1))] if after else []
+    else:
+        # One row (column) at a time: a reversed slice of a run-time extent has no extent the
+        # shape-generic compile can prove, a one-wide slice from either end has.
+        def line(i: int):  # x[i], i < 0 counting from the end
+            return _along(x, axis, slice(i, i + 1 if i != -1 else None))
+
+        if border == _cv2.BORDER_REFLECT:  # x[k-1] .. x[0] | x | x[L-1] .. x[L-k]
+            head = [line(i) for i in range(before - 1, -1, -1)]
+            tail = [line(-1 - i) for i in range(after)]
+        else:  # BORDER_REFLECT_101: x[k] .. x[1] | x | x[L-2] .. x[L-1-k]
+            head = [line(i) for i in range(before, 0, -1)]
+            tail = [line(-2 - i) for i in range(after)]
     pieces = [*head, x, *tail]
     return pieces[0] if len(pieces) == 1 else tf.concat(pieces, axis=axis)
 

@@ -233,7 +233,7 @@ def _invert_affine(matrix: np.ndarray) -> np.ndarray:
     return np.array([[a11, a12, b1], [a21, a22, b2]])
 
 
-def _source_coordinate(coefficients, row_products, width: int, block: int, zero):
+def _source_coordinate(coefficients, row_products, width: int, block: int):
     """gdp.ops.geometry._source_coordinate with the matrix given at run time: the
     (height, width) float32 coordinate m_x*x + m_y*y + m_c with OpenCV's roundings, from
     `coefficients` (m_x, m_c as float32 values) and `row_products` (float32 y*m_y per row)."""
@@ -241,7 +241,7 @@ def _source_coordinate(coefficients, row_products, width: int, block: int, zero)
 
     mx, mc = coefficients[0], tf.cast(coefficients[1], tf.float32)
     products = tf.cast(row_products, tf.float32)[:, None]
-    cols = tf.constant(np.arange(width, dtype=np.float64)[None, :]) + tf.cast(zero, tf.float64)
+    cols = tf.constant(np.arange(width, dtype=np.float64)[None, :])
     # x*m_x is exact in float64, so the sum rounds once (an fma's result)
     vector = tf.cast(mx * cols + tf.cast(products + mc, tf.float64), tf.float32)
     vectorised = (width // block) * block if block else 0
@@ -260,9 +260,8 @@ def _warp_affine(image, width, height, method, border, value, mx, my, rows_x, ro
     block = ops_geometry.WARP_VECTOR_BLOCK
     shape = tf.shape(image)
     rows, cols = shape[0], shape[1]
-    zero = tf.cast(tf.reshape(image, [-1])[0], tf.float32) * 0.0
-    sx = _source_coordinate(mx, rows_x, width, block, zero)
-    sy = _source_coordinate(my, rows_y, width, block, zero)
+    sx = _source_coordinate(mx, rows_x, width, block)
+    sy = _source_coordinate(my, rows_y, width, block)
     flat = tf.reshape(image, [-1, *image.shape[2:]])
     outside = ops_geometry.border_value(value, image) if border == _cv2.BORDER_CONSTANT else None
     # Clamp in float first: beyond one pixel outside, every neighbour is the border anyway,

@@ -15,6 +15,14 @@ from gdp.runtime.profiling import Profile
 class Executable(ABC):
     """A loaded, runnable model. Used from one worker thread at a time."""
 
+    # A shape-generic executable's least run-time extents, as (input index, axis, minimum):
+    # it was compiled for shapes that meet them (a smaller one compiles its own).
+    min_extents: tuple[tuple[int, int, int], ...] = ()
+
+    def serves(self, shapes: list[tuple[int, ...]]) -> bool:
+        """Whether the input shapes (in graph input order) meet `min_extents`."""
+        return all(shapes[i][axis] >= least for i, axis, least in self.min_extents)
+
     @abstractmethod
     def run(self, inputs: list[np.ndarray], profile: Profile | None = None) -> list[np.ndarray]:
         """Run on host arrays in graph input order; return host arrays in graph output order.

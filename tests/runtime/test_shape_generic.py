@@ -235,3 +235,32 @@ def test_bad_shape_options_are_named(tmp_path):
         gdp.compile(_blur_and_scale, target="cpu", specialize="sometimes", verify=False)
     with pytest.raises(gdp.GdpError, match="max_specializations"):
         gdp.compile(_blur_and_scale, target="cpu", max_specializations=-1, verify=False)
+
+
+@tf.function(input_signature=[tf.TensorSpec([None, None], tf.float32, name="img")])
+def _reflect101_rows(img):
+    # gdp.cv2's reflected border of a run-time extent, one row at a time from either end:
+    # x[3] x[2] x[1] | x | x[-2] x[-3]. Inside the axis only for four rows or more (TF's
+    # slices of a shorter one are empty, and the result shorter).
+    head = [img[3:4], img[2:3], img[1:2]]
+    tail = [img[-2:-1], img[-3:-2]]
+    padded = tf.concat([*head, img, *tail], axis=0)
+    return padded[:-5] + 2.0 * padded[5:]
+
+
+def test_slices_from_the_ends_serve_shapes_above_their_least_extent(tmp_path):
+    model = gdp.compile(_reflect101_rows, target="cpu", cache_dir=tmp_path, specialize="never")
+    report = model.report()
+    assert report["shapes_mode"] == "generic", report["generic_error"]
+    # x[3:4] needs four rows; the columns are never sliced.
+    assert report["generic_min_extents"] == {"img": {0: 4}}, report
+    rng = np.random.default_rng(7)
+    for rows in (4, 5, 9, 64, 481, 1, 2, 3):
+        x = rng.standard_normal((rows, 37)).astype(np.float32)
+        got, want = model(x), _reflect101_rows(x).numpy()
+        assert got.shape == want.shape, (rows, got.shape, want.shape)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6, err_msg=f"{rows} rows")
+    report = model.report()
+    # One executable for every size from four rows; each shorter image compiled its own.
+    assert report["builds"] == 4, report
+    assert [s["img"] for s in report["shapes"][1:]] == [(1, 37), (2, 37), (3, 37)]

@@ -94,6 +94,8 @@ class TvmBackend(Backend):
         self, model: onnx.ModelProto, outdir: Path, options: dict, profile: CostProfile | None
     ) -> dict:
         mod = relax_import.import_onnx(model)
+        # The least run-time extents the generic kernels were written for (inbound slices).
+        mod, min_extents = relax_import.min_extents(mod)
         target = self.target()
         mode = options.get("fusion", DEFAULT_FUSION)
         if mode not in FUSIONS:
@@ -119,11 +121,18 @@ class TvmBackend(Backend):
             built.export_library(str(outdir / LIBRARY))
         except Exception as err:
             raise CompileError(f"TVM failed to compile the graph for {target}: {err}") from err
-        return {"files": [LIBRARY], "kernels": kernels, "fusion": report}
+        return {
+            "files": [LIBRARY],
+            "kernels": kernels,
+            "fusion": report,
+            "min_extents": min_extents,
+        }
 
     def load(self, artifact_dir: Path, meta: dict) -> Executable:
         self.prepare_load()
-        return TvmExecutable(tvm.runtime.load_module(str(artifact_dir / LIBRARY)), self.device())
+        loaded = TvmExecutable(tvm.runtime.load_module(str(artifact_dir / LIBRARY)), self.device())
+        loaded.min_extents = tuple(tuple(m) for m in meta.get("min_extents", ()))
+        return loaded
 
 
 def _free_extents(mod: tvm.IRModule) -> bool:

@@ -478,7 +478,9 @@ def _vectorize_row(sch: tvm.s_tir.Schedule, loops: list) -> None:
 
 def _nearest_divisor(n: int, target: int) -> int:
     """The divisor of `n` nearest `target` (divisors found in O(sqrt n): reductions run to
-    millions of elements)."""
+    millions of elements); 1 for an empty loop (a slice of nothing)."""
+    if n <= 0:
+        return 1
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
     return min((*small, *(n // d for d in small)), key=lambda d: abs(d - target))
 

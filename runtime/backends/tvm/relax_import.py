@@ -117,22 +117,39 @@ _TO_THE_END = 2**31 - 1
 @relax.transform.function_pass(opt_level=0, name="InboundSlices")
 class InboundSlices:
     """A slice of a tensor with run-time extents (shape-generic models) with its begin and end
-    written against the extent, where they provably lie inside it.
+    written against the extent, where they lie inside it.
 
     ONNX writes "to the end" as INT_MAX and "but the last k" as -k; TVM's importer passes them
     on, and Relax's strided_slice, clamping them, gives the result an extent such as
     min(2147483643, H): the sum of that slice and another of extent H then has no known shape
     ("emit_te now only supports Tensor that has ShapeExpr shape": a 5x5 Gaussian written with
-    slices, and every stencil after a reflected pad). With the ends resolved (H + 4 - 4 = H,
-    the extents of free dimensions taken as non-negative) the slices' extents are exact. A
-    slice of static extents, or one that may clamp, is left alone."""
+    slices, and every stencil after a reflected pad). With the ends resolved (H + 4 - 4 = H)
+    the slices' extents are exact.
+
+    A slice lies inside its axis only for extents above some minimum (x[-2:-1] needs H >= 2):
+    the pass assumes the least extent of each free dimension that makes every slice of it
+    inbound, and records those minima on `main` (MIN_EXTENTS_ATTR, by the dimension's variable
+    name). The executable serves only shapes that meet them (`min_extents`); a smaller shape
+    compiles its own. A slice whose bound is not of that form, or of static extents, is left
+    alone."""
 
     def transform_function(self, func, mod, ctx) -> relax.Function:
         if not _has_free_extent(func):
             return func
         # A mutator, not a pattern rewrite: each binding after a resolved slice is emitted
         # again, its shape inferred anew from its operands' exact extents.
-        return _InboundSliceMutator(mod).visit_expr(func)
+        mutator = _InboundSliceMutator(mod)
+        func = mutator.visit_expr(func)
+        if mutator.minima and func.attrs is not None and "global_symbol" in func.attrs:
+            func = func.with_attr(MIN_EXTENTS_ATTR, dict(mutator.minima))
+        return func
+
+
+# The attribute of `main` that carries InboundSlices' assumed minimum extents.
+MIN_EXTENTS_ATTR = "gdp_min_extents"
+# The largest minimum extent InboundSlices assumes for a free dimension: a slice needing more
+# is left alone (the generic compile then fails, and the model compiles per shape).
+_MAX_ASSUMED_EXTENT = 1 << 12
 
 
 def _has_free_extent(func: relax.Function) -> bool:
@@ -146,16 +163,22 @@ def _has_free_extent(func: relax.Function) -> bool:
 
 @relax.expr_functor.mutator
 class _InboundSliceMutator(relax.PyExprMutator):
+    def __init__(self, mod=None) -> None:
+        super().__init__(mod)
+        self.minima: dict[str, int] = {}  # free dimension's variable name -> assumed minimum
+
     def visit_call_(self, call: relax.Call) -> relax.Expr:
         call = super().visit_call_(call)
         if isinstance(call, relax.Call) and getattr(call.op, "name", "") == "relax.strided_slice":
-            resolved = _inbound_slice(call)
+            resolved = _inbound_slice(call, self.minima)
             if resolved is not None:
                 return resolved
         return call
 
 
-def _inbound_slice(call: relax.Call) -> relax.Expr | None:
+def _inbound_slice(call: relax.Call, minima: dict[str, int]) -> relax.Expr | None:
+    """The slice with begin and end resolved against its axes' extents, raising `minima` (the
+    assumed least extent of each free dimension) as far as it must; None to leave it."""
     from tvm import tirx
 
     x = call.args[0]
@@ -173,15 +196,7 @@ def _inbound_slice(call: relax.Call) -> relax.Expr | None:
     def value(e):
         return e if isinstance(e, tirx.IntImm) else None
 
-    analyzer = tvm.sym.Analyzer()
-    for dim in shape.values:
-        for var in tirx.analysis.undefined_vars(dim):
-            dtype = str(var.ty.dtype)
-            analyzer.bind(
-                var,
-                tvm.ir.Range.from_min_extent(tirx.const(0, dtype), tirx.const(_TO_THE_END, dtype)),
-            )
-    new_begin, new_end = [], []
+    new_begin, new_end, raised = [], [], {}
     for a, b, e, st in zip(axes.fields, begin.fields, end.fields, strides.fields, strict=True):
         a, b, e, st = value(a), value(b), value(e), value(st)
         if not all(isinstance(v, tirx.IntImm) for v in (a, b, e, st)) or int(st) != 1:
@@ -195,18 +210,92 @@ def _inbound_slice(call: relax.Call) -> relax.Expr | None:
             if int(e) < 0
             else tirx.const(int(e), str(n.ty.dtype))
         )
+        bounds = {**minima, **raised}
+        analyzer = _bounded_analyzer(shape, bounds)
         b_, e_ = analyzer.simplify(b_), analyzer.simplify(e_)
-        if not (
-            analyzer.can_prove(b_ >= 0)
-            and analyzer.can_prove(b_ <= e_)
-            and analyzer.can_prove(e_ <= n)
-        ):
-            return None
+        if not _inside(analyzer, b_, e_, n):
+            # The least extent of the axis's one free variable that puts the slice inside it.
+            free = tirx.analysis.undefined_vars(n)
+            if len(free) != 1:
+                return None
+            name = str(free[0].name)
+            least = _least_extent(shape, bounds, name, lambda an: _inside(an, b_, e_, n))
+            if least is None:
+                return None
+            raised[name] = least
         new_begin.append(b_)
         new_end.append(e_)
+    minima.update(raised)
     return relax.op.strided_slice(
         x, [int(value(a)) for a in axes.fields], new_begin, new_end, None, assume_inbound=True
     )
+
+
+def _inside(analyzer, begin, end, extent) -> bool:
+    return (
+        analyzer.can_prove(begin >= 0)
+        and analyzer.can_prove(begin <= end)
+        and analyzer.can_prove(end <= extent)
+    )
+
+
+def _bounded_analyzer(shape: relax.ShapeExpr, minima: dict[str, int]):
+    """An analyzer that knows each free variable of `shape` lies in [its minimum, INT_MAX)."""
+    from tvm import tirx
+
+    analyzer = tvm.sym.Analyzer()
+    for dim in shape.values:
+        for var in tirx.analysis.undefined_vars(dim):
+            dtype = str(var.ty.dtype)
+            least = minima.get(str(var.name), 0)
+            analyzer.bind(
+                var,
+                tvm.ir.Range.from_min_extent(
+                    tirx.const(least, dtype), tirx.const(_TO_THE_END - least, dtype)
+                ),
+            )
+    return analyzer
+
+
+def _least_extent(shape, minima: dict[str, int], name: str, holds) -> int | None:
+    """The least minimum of variable `name` (above its present one, at most
+    _MAX_ASSUMED_EXTENT) under which `holds(analyzer)`; the conditions are monotone in it."""
+    low = minima.get(name, 0)
+
+    def ok(m: int) -> bool:
+        return holds(_bounded_analyzer(shape, {**minima, name: m}))
+
+    if not ok(_MAX_ASSUMED_EXTENT):
+        return None
+    high = _MAX_ASSUMED_EXTENT
+    while low + 1 < high:  # ok(high) holds, ok(low) does not
+        mid = (low + high) // 2
+        if ok(mid):
+            high = mid
+        else:
+            low = mid
+    return high
+
+
+def min_extents(mod: tvm.IRModule) -> tuple[tvm.IRModule, list[list[int]]]:
+    """`mod` without InboundSlices' attribute on `main`, and what it says as [input index,
+    axis, least extent] of each free input dimension it constrains."""
+    main = mod["main"]
+    minima = main.attrs.get(MIN_EXTENTS_ATTR) if main.attrs is not None else None
+    if not minima:
+        return mod, []
+    least = {str(k): int(v) for k, v in minima.items()}
+    found = []
+    for index, param in enumerate(main.params):
+        shape = param.ty.shape if isinstance(param.ty, relax.TensorType) else None
+        if not isinstance(shape, relax.ShapeExpr):
+            continue
+        for axis, dim in enumerate(shape.values):
+            if isinstance(dim, tvm.tirx.Var) and str(dim.name) in least:
+                found.append([index, axis, least[str(dim.name)]])
+    mod = mod.clone() if hasattr(mod, "clone") else mod
+    mod["main"] = main.without_attr(MIN_EXTENTS_ATTR)
+    return mod, found
 
 
 # In the order the cpu backend has always applied them: min/max first, then the casts; the
