@@ -219,7 +219,7 @@ def _inbound_slice(call: relax.Call, minima: dict[str, int]) -> relax.Expr | Non
             if len(free) != 1:
                 return None
             name = str(free[0].name)
-            least = _least_extent(shape, bounds, name, lambda an: _inside(an, b_, e_, n))
+            least = _least_extent(shape, bounds, name, (b_, e_, n))
             if least is None:
                 return None
             raised[name] = least
@@ -257,13 +257,14 @@ def _bounded_analyzer(shape: relax.ShapeExpr, minima: dict[str, int]):
     return analyzer
 
 
-def _least_extent(shape, minima: dict[str, int], name: str, holds) -> int | None:
+def _least_extent(shape, minima: dict[str, int], name: str, slice_) -> int | None:
     """The least minimum of variable `name` (above its present one, at most
-    _MAX_ASSUMED_EXTENT) under which `holds(analyzer)`; the conditions are monotone in it."""
+    _MAX_ASSUMED_EXTENT) that puts `slice_` (begin, end, extent) inside its axis; the
+    conditions are monotone in it."""
     low = minima.get(name, 0)
 
     def ok(m: int) -> bool:
-        return holds(_bounded_analyzer(shape, {**minima, name: m}))
+        return _inside(_bounded_analyzer(shape, {**minima, name: m}), *slice_)
 
     if not ok(_MAX_ASSUMED_EXTENT):
         return None
