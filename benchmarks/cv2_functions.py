@@ -1,10 +1,16 @@
-"""gdp.cv2 against OpenCV, function by function, on a full-HD photo: each call made through
-`import gdp.cv2 as cv2` and through OpenCV itself, interleaved in this process on the same input
-(gdp.benchmarking.compare), as medians with min and max and the ratio OpenCV / gdp.
+"""gdp.cv2 against OpenCV, function by function, on a real photo at 480p, 1080p and 4K (the
+calls of gdp.cv2.calibration: one common use per function). Each call runs through
+`import gdp.cv2 as cv2` and through OpenCV itself, interleaved in this process on the same
+input (gdp.benchmarking.compare), as medians with min and max and the ratio OpenCV / gdp:
 
-    python benchmarks/cv2_functions.py [--runs 20] [--only GaussianBlur,warpAffine] [--out DIR]
+- "own": gdp's own kernels (dispatch off), what the speed goals are about;
+- "dispatched": gdp.cv2 with the dispatch table these measurements make (a call runs
+  OpenCV's own where OpenCV measured faster), measured again as a user would call it.
 
-Writes DIR/cv2_functions.md (default benchmarks/results). Both sides use the same thread
+    python benchmarks/cv2_functions.py [--runs 20] [--sizes 480p,1080p,4k] [--only Gauss,resize]
+        [--out docs]
+
+Writes OUT/cv2-speed.md and OUT/cv2-speed.png (default docs/). Both sides use the same thread
 count (cv2.setNumThreads and gdp's worker use every core of the machine). Eager gdp.cv2 calls
 include what a user pays per call: the input's staging and the output's allocation.
 """
@@ -17,101 +23,101 @@ import sys
 from pathlib import Path
 
 import cv2 as real
-import numpy as np
-import skimage.data
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gdp.cv2 as gcv2
 from gdp.benchmarking import compare
+from gdp.cv2 import calibration, dispatch
 
 
-def _photo() -> tuple[np.ndarray, np.ndarray]:
-    rgb = real.resize(skimage.data.astronaut(), (1920, 1080), interpolation=real.INTER_CUBIC)
-    bgr = real.cvtColor(rgb, real.COLOR_RGB2BGR)
-    return bgr, real.cvtColor(bgr, real.COLOR_BGR2GRAY)
+def _chart(rows, path: Path) -> None:
+    import matplotlib
 
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
-def calls(bgr: np.ndarray, gray: np.ndarray) -> dict[str, tuple]:
-    """name -> (function of the cv2 module, its image). One line per common use."""
-    rotation = real.getRotationMatrix2D((960, 540), 17, 0.9)
-    kernel = real.getStructuringElement(real.MORPH_RECT, (5, 5))
-    return {
-        "GaussianBlur 5x5 BGR": (lambda m: m.GaussianBlur(bgr, (5, 5), 0)),
-        "blur 5x5 BGR": (lambda m: m.blur(bgr, (5, 5))),
-        "medianBlur 5 gray": (lambda m: m.medianBlur(gray, 5)),
-        "Sobel dx 16S gray": (lambda m: m.Sobel(gray, real.CV_16S, 1, 0)),
-        "Laplacian 16S gray": (lambda m: m.Laplacian(gray, real.CV_16S)),
-        "erode 5x5 gray": (lambda m: m.erode(gray, kernel)),
-        "Canny gray": (lambda m: m.Canny(gray, 50, 150)),
-        "cvtColor BGR2GRAY": (lambda m: m.cvtColor(bgr, real.COLOR_BGR2GRAY)),
-        "cvtColor BGR2HSV": (lambda m: m.cvtColor(bgr, real.COLOR_BGR2HSV)),
-        "cvtColor BGR2Lab": (lambda m: m.cvtColor(bgr, real.COLOR_BGR2Lab)),
-        "resize LINEAR to 640x360": (lambda m: m.resize(bgr, (640, 360))),
-        "resize AREA to 960x540": (
-            lambda m: m.resize(bgr, (960, 540), interpolation=real.INTER_AREA)
-        ),
-        "warpAffine LINEAR rotate": (lambda m: m.warpAffine(bgr, rotation, (1920, 1080))),
-        "warpAffine NEAREST rotate": (
-            lambda m: m.warpAffine(bgr, rotation, (1920, 1080), flags=real.INTER_NEAREST)
-        ),
-        "threshold OTSU gray": (
-            lambda m: m.threshold(gray, 0, 255, real.THRESH_BINARY | real.THRESH_OTSU)
-        ),
-        "equalizeHist gray": (lambda m: m.equalizeHist(gray)),
-        "meanStdDev BGR": (lambda m: m.meanStdDev(bgr)),
-        "dnn.blobFromImage 224": (
-            lambda m: m.dnn.blobFromImage(bgr, 1 / 255, (224, 224), swapRB=True)
-        ),
-    }
+    sizes = sorted({r.size for r in rows}, key=[c for c, _, _ in dispatch.SIZE_CLASSES].index)
+    labels = list(dict.fromkeys(r.call.label for r in rows))
+    fig, ax = plt.subplots(figsize=(10, 0.32 * len(labels) + 1.5))
+    height = 0.8 / len(sizes)
+    for k, size in enumerate(sizes):
+        by = {r.call.label: r.opencv.median / r.gdp.median for r in rows if r.size == size}
+        ys = [i + k * height for i in range(len(labels))]
+        ax.barh(ys, [by.get(label, 0) for label in labels], height, label=size)
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_yticks([i + 0.4 - height / 2 for i in range(len(labels))], labels)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("OpenCV time / gdp.cv2 time (own kernels; > 1: gdp faster)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--only", default="", help="comma-separated prefixes of call names")
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    parser.add_argument("--sizes", default="480p,1080p,4k")
+    parser.add_argument("--only", default="", help="comma-separated prefixes of call labels")
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "docs"))
     args = parser.parse_args(argv)
     real.setNumThreads(os.cpu_count() or 1)
-    bgr, gray = _photo()
-    wanted = [p for p in args.only.split(",") if p]
-    rows = [
-        "| call (1080p) | gdp.cv2 ms (min-max) | OpenCV ms (min-max) | OpenCV / gdp | through |",
-        "| --- | ---: | ---: | ---: | --- |",
+    sizes = [s for s in args.sizes.split(",") if s]
+    only = [p for p in args.only.split(",") if p]
+    header = [
+        "| size | call | gdp own ms (min-max) | OpenCV ms (min-max) | own | dispatched | runs |",
+        "| --- | --- | ---: | ---: | ---: | ---: | --- |",
     ]
-    for name, call in calls(bgr, gray).items():
-        if wanted and not any(name.startswith(p) for p in wanted):
-            continue
-        # A call gdp does not accelerate runs OpenCV itself: say so rather than time it twice.
-        os.environ["GDP_CV2_STRICT"] = "1"
-        try:
-            call(gcv2)
-            accelerated = "gdp"
-        except gcv2.FallthroughError:
-            accelerated = "OpenCV (not accelerated)"
-        finally:
-            del os.environ["GDP_CV2_STRICT"]
-        t = compare({"gdp": lambda c=call: c(gcv2), "opencv": lambda c=call: c(real)}, args.runs)
-        g, o = t["gdp"], t["opencv"]
-        rows.append(
-            f"| {name} | {g.cell()} | {o.cell()} | {o.median / g.median:.2f}x | {accelerated} |"
+    print("\n".join(header), flush=True)
+    rows = []
+    for row in calibration.measure(sizes, args.runs, only):
+        rows.append(row)
+        print(
+            f"| {row.size} | {row.call.label} | {row.gdp.cell()} | {row.opencv.cell()} "
+            f"| {row.opencv.median / row.gdp.median:.2f}x | ... |",
+            flush=True,
         )
-        print(rows[-1], flush=True)
+    # The dispatch table these rows make, then every call again as a user makes it.
+    dispatch.set_dispatch(calibration.table(rows))
+    lines = []
+    for row in rows:
+        if row.accelerated:
+            timings = compare(
+                {"gdp": row.call.through(gcv2), "opencv": row.call.through(real)}, args.runs
+            )
+            dispatched = f"{timings['opencv'].median / timings['gdp'].median:.2f}x"
+            runs = "OpenCV" if row.gdp.median > row.opencv.median else "gdp"
+        else:
+            dispatched, runs = "-", "OpenCV (not accelerated)"
+        lines.append(
+            f"| {row.size} | {row.call.label} | {row.gdp.cell()} | {row.opencv.cell()} "
+            f"| {row.opencv.median / row.gdp.median:.2f}x | {dispatched} | {runs} |"
+        )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    _chart([r for r in rows if r.accelerated], out / "cv2-speed.png")
     text = "\n".join(
         [
-            "# gdp.cv2 vs OpenCV at 1080p",
+            "# gdp.cv2 against OpenCV, call by call",
             "",
-            f"`python benchmarks/cv2_functions.py --runs {args.runs}` on this machine"
-            f" ({os.cpu_count()} cores, cv2 {real.__version__}); medians of {args.runs}"
-            " interleaved runs, same input, same process.",
+            f"`gdp bench --cv2 --runs {args.runs} --sizes {args.sizes}` on this machine"
+            f" ({os.cpu_count()} cores, cv2 {real.__version__}, both on every core); medians"
+            f" of {args.runs} interleaved runs after warm-up, same real photo (scikit-image's"
+            " astronaut resized), same process. *own*: OpenCV time / gdp time with gdp's own"
+            " kernels; *dispatched*: the same with the dispatch table these measurements"
+            " make (`gdp calibrate --cv2`), measured again; *runs*: where the dispatched call"
+            " runs.",
             "",
-            *rows,
+            "![OpenCV / gdp per call](cv2-speed.png)",
+            "",
+            *header,
+            *lines,
             "",
         ]
     )
-    (out / "cv2_functions.md").write_text(text)
+    (out / "cv2-speed.md").write_text(text)
+    print("\n".join(lines))
     return 0
 
 

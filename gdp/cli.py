@@ -27,6 +27,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     cal.add_argument("--target", default="cpu", choices=sorted(TARGETS))
     cal.add_argument("--runs", type=int, default=30)
+    cal.add_argument(
+        "--cv2",
+        action="store_true",
+        help="instead: time gdp.cv2's functions against OpenCV per image size class and store "
+        "the dispatch table (a call runs OpenCV's own where OpenCV measured faster)",
+    )
+    cal.add_argument(
+        "--sizes",
+        default="",
+        help="with --cv2: comma-separated size classes (240p,480p,1080p,4k; default all)",
+    )
     exp = sub.add_parser(
         "export",
         help="compile an ONNX file and write an ahead-of-time bundle of its executables "
@@ -48,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         help="the side-by-side benchmark (needs a source checkout); "
         "options go to benchmarks/bench.py, or with --corpus to benchmarks/corpus.py "
         "(the public-API corpus beside TF, XLA and OpenCV), or with --shapes to "
-        "benchmarks/shapes.py (shape-generic against per-shape compilation)",
+        "benchmarks/shapes.py (shape-generic against per-shape compilation), or with --cv2 to "
+        "benchmarks/cv2_functions.py (gdp.cv2 against OpenCV per function and size)",
     )
     args, rest = parser.parse_known_args(argv)
     if rest and args.command != "bench":
@@ -57,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "bench":
         name = "corpus.py" if "--corpus" in rest else "bench.py"
         name = "shapes.py" if "--shapes" in rest else name
-        rest = [a for a in rest if a not in ("--corpus", "--shapes")]
+        name = "cv2_functions.py" if "--cv2" in rest else name
+        rest = [a for a in rest if a not in ("--corpus", "--shapes", "--cv2")]
         script = Path(__file__).resolve().parents[1] / "benchmarks" / name
         if not script.is_file():
             print(
@@ -66,6 +79,19 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         sys.argv = [str(script), *rest]
         runpy.run_path(str(script), run_name="__main__")
+        return 0
+
+    if args.command == "calibrate" and args.cv2:
+        from gdp.cv2 import calibration
+
+        sizes = [c for c in args.sizes.split(",") if c] or None
+        try:
+            found, path = calibration.calibrate(sizes, runs=args.runs)
+        except ValueError as err:
+            print(f"gdp: {err}", file=sys.stderr)
+            return 2
+        print(json.dumps(found, indent=1, sort_keys=True))
+        print(f"stored in {path}", file=sys.stderr)
         return 0
 
     if args.command == "calibrate":

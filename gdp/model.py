@@ -551,6 +551,18 @@ class Model:
         worker = queue.worker(self.target.name)
         return worker.run_now(run, task) if wait else worker.submit(run, task)
 
+    def run_arrays(self, arrays: list[np.ndarray]) -> dict[str, np.ndarray]:
+        """Run synchronously on arrays a caller already made fit the inputs (in graph input
+        order, of their dtypes and ranks, C-contiguous: gdp.cv2's eager calls), in the calling
+        thread where nothing is queued: the outputs by name. No task, no output buffers, no
+        profile: the least a synchronous call can pay. The executable still checks the shapes
+        (a mismatch raises, nothing is written)."""
+        shapes = {s.name: a.shape for s, a in zip(self.inputs, arrays, strict=True)}
+        spec = self._specialization(shapes, self._ranges(arrays))
+        worker = queue.worker(self.target.name)
+        results = worker.call(lambda: spec.executable.run(arrays))
+        return {s.name: r for s, r in zip(spec.outputs, results, strict=True)}
+
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | dict[str, np.ndarray]:
         """Run synchronously: model(x), model(a=x, b=y) or model({"a": x, "b": y}).
         One output -> its array; several -> a dict by output name, in output order."""

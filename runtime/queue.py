@@ -85,6 +85,20 @@ class Worker:
             self._execute(fn, task)
         return task
 
+    def call(self, fn: Callable[[], Any]) -> Any:
+        """fn()'s value (or its error, as a task would raise it), run as run_now runs a task:
+        inline in the main thread when nothing is queued, else on the worker after the earlier
+        work. Without a Task: what a synchronous eager call (gdp.cv2) pays for the hand-off."""
+        if threading.current_thread() is threading.main_thread():
+            with self._count_lock:
+                idle = self._unfinished == 0
+            if idle:
+                with self._executing:
+                    return _guarded(fn, self.name)
+        task = Task()
+        self.submit(fn, task)
+        return task.result()
+
     def _loop(self) -> None:
         while True:
             fn, task = self._queue.get()
@@ -95,15 +109,21 @@ class Worker:
 
     def _execute(self, fn: Callable[[], Any], task: Task) -> None:
         try:
-            value = fn()
-        except GdpError as err:
+            value = _guarded(fn, self.name)
+        except GdpError as err:  # a backend failure must not kill the worker
             task._finish(error=err)
-        except Exception as err:  # a backend failure must not kill the worker
-            wrapped = ExecutionError(f"run on {self.name} failed: {type(err).__name__}: {err}")
-            wrapped.__cause__ = err
-            task._finish(error=wrapped)
         else:
             task._finish(value)
+
+
+def _guarded(fn: Callable[[], Any], target: str) -> Any:
+    """fn()'s value; an error that is not gdp's raised as an ExecutionError naming the target."""
+    try:
+        return fn()
+    except GdpError:
+        raise
+    except Exception as err:
+        raise ExecutionError(f"run on {target} failed: {type(err).__name__}: {err}") from err
 
 
 class _Pending:

@@ -16,16 +16,21 @@ from __future__ import annotations
 
 import cv2 as _cv2
 
-from gdp.cv2 import color, dnn, filters, geometry, pointwise  # noqa: F401 - they register
+from gdp.cv2 import color, dispatch, dnn, filters, geometry, pointwise  # noqa: F401 - they register
 from gdp.cv2.common import ACCELERATED, FallthroughError, strict
+from gdp.cv2.dispatch import set_dispatch
 from gdp.cv2.engine import cache_info, clear_cache
 
 error = _cv2.error
 
 
-def accelerated() -> list[str]:
-    """The names that run through gdp (dotted for submodules: dnn.blobFromImage)."""
-    return sorted(ACCELERATED)
+def accelerated() -> dict[str, dict[str, str]]:
+    """The names that run through gdp (dotted for submodules: dnn.blobFromImage), in order, each
+    with where an eager call on the cpu target runs per image size class ({"240p": "gdp",
+    "480p": "gdp", ...}): "opencv" where the calibrated dispatch table (`gdp calibrate --cv2`,
+    gdp.cv2.dispatch) measured OpenCV faster, "opencv for code=6" where only some variants of a
+    function calibrated per variant (cvtColor per code, resize per interpolation) run there."""
+    return dispatch.where(sorted(ACCELERATED))
 
 
 class _Submodule:
@@ -84,5 +89,6 @@ __all__ = [
     "clear_cache",
     "default_target",
     "error",
+    "set_dispatch",
     "set_target",
 ]

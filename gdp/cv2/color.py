@@ -87,7 +87,7 @@ def cvtColor(src, code, dst=None, dstCn=0, hint=None):
         raise common.NotAccelerated(f"conversion code {code} is not accelerated")
     op, params, scns, dcn, dtypes = entry
     shape = tuple(src.shape)
-    dtype = src.dtype.name
+    dtype = common.dtype_name(src.dtype)
     scn = 1 if len(shape) == 2 else shape[2]
     if scn not in scns:
         raise _channel_error(scn)

@@ -11,6 +11,7 @@ from contextvars import ContextVar
 import cv2 as _cv2
 import numpy as np
 
+from gdp.cv2 import dispatch
 from gdp.errors import GdpError
 
 ACCELERATED: dict[str, Callable] = {}
@@ -53,6 +54,8 @@ def accelerate(name: str):
         def accelerated(*args, **kwargs):
             if _running.get():  # inside another gdp.cv2 call: that call falls through
                 return fn(*args, **kwargs)
+            if dispatch.runs_opencv(name, args, kwargs):  # calibrated: OpenCV is faster here
+                return _opencv_function(name)(*args, **kwargs)
             token = _running.set(True)
             try:
                 return fn(*args, **kwargs)
@@ -77,10 +80,14 @@ def _opencv(name: str, reason: str, args: tuple, kwargs: dict):
         raise FallthroughError(
             f"cv2.{name}: {reason}, so it would run in OpenCV; GDP_CV2_STRICT=1 forbids that"
         )
+    return _opencv_function(name)(*args, **kwargs)
+
+
+def _opencv_function(name: str):
     fn = _cv2
     for part in name.split("."):
         fn = getattr(fn, part)
-    return fn(*args, **kwargs)
+    return fn
 
 
 def error(func: str, message: str) -> _cv2.error:
@@ -115,6 +122,12 @@ def dtype_of(src) -> np.dtype:
     return np.dtype(getattr(dtype, "as_numpy_dtype", dtype))
 
 
+@functools.cache
+def dtype_name(dtype) -> str:
+    """dtype.name, cached: NumPy builds the string on every access (microseconds a call)."""
+    return dtype.name
+
+
 def channels(src) -> int:
     """The channel count of an HW or HWC array or TF tensor."""
     return 1 if len(src.shape) == 2 else int(src.shape[2])
@@ -132,6 +145,8 @@ def finish(result: np.ndarray, dst) -> np.ndarray:
 def is_tensor(value) -> bool:
     """Whether `value` is a TF tensor, without importing TensorFlow on an eager call's path (a
     TF tensor exists only once TF is loaded)."""
+    if isinstance(value, np.ndarray | np.generic | int | float | tuple | list):
+        return False  # tf.is_tensor's protocol check costs tens of microseconds a call
     import sys
 
     tf = sys.modules.get("tensorflow")

@@ -281,7 +281,8 @@ def run(
     """Run `graph(*arrays, **params, **values)`, which returns `outputs` tensors (a tuple when
     more than one), compiled for the current target. Returns one array or a tuple of them."""
     model = program(name, graph, arrays, params, outputs, values, free)
-    results = model.submit(feeds(arrays, values), wait=True).result()
+    given = feeds(arrays, values)
+    results = model.run_arrays([given[name] for name in model.input_names])
     outs = tuple(results[f"dst{i}"] for i in range(outputs))
     return outs if outputs > 1 else outs[0]
 

@@ -1,0 +1,211 @@
+"""Never slower by design: on the cpu target, an eager gdp.cv2 call whose calibrated gdp time
+is above OpenCV's, for its function and the image's size class, runs OpenCV's own function
+instead. The two agree within OpenCV's tolerances (tests/gdp/cv2 hold gdp's results to
+OpenCV's), so the choice changes the time, not the answer. It is the fallback for small images
+and the few calls OpenCV does better; gdp's own kernels are what the speed goals are about.
+
+The table comes from `gdp calibrate --cv2` (gdp.cv2.calibration), which times each function
+against OpenCV at one size per class and stores the result in gdp's cache directory as
+cv2-dispatch.json. It applies only on the machine it was measured on (the same CPU model, core
+count, OpenCV and gdp): anywhere else, or without a table, every accelerated call runs gdp.
+`set_dispatch()` gives one directly (a dict as `calibrate` returns, or a path) or turns
+dispatch off; GDP_CV2_DISPATCH=0 and GDP_CV2_STRICT=1 turn it off too (strict means every
+accelerated call runs gdp's kernels).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import cv2 as _cv2
+import numpy as np
+
+# Size classes by pixel count: an image belongs to the first whose reference size holds at least
+# as many pixels (the reference sizes are what calibration times).
+SIZE_CLASSES: tuple[tuple[str, int, int], ...] = (
+    ("240p", 240, 320),
+    ("480p", 480, 640),
+    ("1080p", 1080, 1920),
+    ("4k", 2160, 3840),
+)
+FORMAT = 1
+FILE_NAME = "cv2-dispatch.json"
+
+# The argument that picks a different kernel within one function, calibrated apart:
+# name -> (position, keyword, default). A key is "name" or "name:value".
+VARIANTS: dict[str, tuple[int, str, Any]] = {
+    "cvtColor": (1, "code", None),
+    "resize": (5, "interpolation", _cv2.INTER_LINEAR),
+    "warpAffine": (4, "flags", _cv2.INTER_LINEAR),
+    "threshold": (3, "type", None),
+}
+
+_lock = threading.Lock()
+_UNSET = object()
+_table: Any = _UNSET  # the active table's entries, None for none, _UNSET before the first look
+
+
+def size_class(height: int, width: int) -> str:
+    pixels = int(height) * int(width)
+    for name, h, w in SIZE_CLASSES:
+        if pixels <= h * w:
+            return name
+    return SIZE_CLASSES[-1][0]
+
+
+def key_of(name: str, args: tuple, kwargs: dict) -> str:
+    """The table key of a call: the function's name, with the value of its VARIANTS argument."""
+    variant = VARIANTS.get(name)
+    if variant is None:
+        return name
+    position, keyword, default = variant
+    value = args[position] if len(args) > position else kwargs.get(keyword, default)
+    if name == "warpAffine" and value is not None:
+        value = int(value) & _cv2.INTER_MAX  # the interpolation, not WARP_INVERSE_MAP
+    return f"{name}:{int(value)}" if value is not None else name
+
+
+def machine() -> dict[str, Any]:
+    """What a table's timings depend on besides gdp's code: the table applies only where these
+    are the same."""
+    from gdp.version import __version__
+
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": model, "cores": os.cpu_count(), "opencv": _cv2.__version__, "gdp": __version__}
+
+
+def table_path(cache_dir: Path | None = None) -> Path:
+    from gdp.runtime.cache import default_cache_dir
+
+    return Path(cache_dir or default_cache_dir()) / FILE_NAME
+
+
+def validate(table: Any) -> dict[str, dict[str, dict[str, float]]]:
+    """A table's entries {key: {size class: {"gdp_ms", "opencv_ms"}}}, or a ValueError naming
+    what is wrong with it."""
+    if not isinstance(table, dict) or table.get("format") != FORMAT:
+        got = table.get("format") if isinstance(table, dict) else type(table).__name__
+        raise ValueError(f"a gdp.cv2 dispatch table: expected format {FORMAT}, got {got!r}")
+    entries = table.get("entries")
+    if not isinstance(entries, dict):
+        raise ValueError("a gdp.cv2 dispatch table: expected 'entries' as a dict by function")
+    classes = {name for name, _, _ in SIZE_CLASSES}
+    for key, per_class in entries.items():
+        if not isinstance(per_class, dict) or not set(per_class) <= classes:
+            raise ValueError(
+                f"a gdp.cv2 dispatch table: {key!r} expected size classes of {sorted(classes)},"
+                f" got {per_class!r}"
+            )
+        for cls, times in per_class.items():
+            if not (
+                isinstance(times, dict)
+                and all(isinstance(times.get(k), int | float) for k in ("gdp_ms", "opencv_ms"))
+            ):
+                raise ValueError(
+                    f"a gdp.cv2 dispatch table: {key!r} {cls}: expected gdp_ms and opencv_ms,"
+                    f" got {times!r}"
+                )
+    return entries
+
+
+def set_dispatch(table: dict | str | Path | None = "auto") -> None:
+    """The dispatch table of this process: "auto" (the default) is the one `gdp calibrate
+    --cv2` stored for this machine, if any; a dict (as gdp.cv2.calibration.calibrate returns)
+    or the path of a stored one applies as given, wherever it was measured; None runs every
+    accelerated call through gdp."""
+    global _table
+    if table is None:
+        entries = None
+    elif isinstance(table, str) and table == "auto":
+        entries = _UNSET
+    elif isinstance(table, str | Path):
+        entries = validate(json.loads(Path(table).read_text()))
+    else:
+        entries = validate(table)
+    with _lock:
+        _table = entries
+
+
+def _stored() -> dict | None:
+    """This machine's calibrated table from the cache, or None (absent, unreadable, or measured
+    elsewhere: timings from another machine say nothing here)."""
+    path = table_path()
+    try:
+        table = json.loads(path.read_text())
+        entries = validate(table)
+    except (OSError, ValueError):
+        return None
+    return entries if table.get("machine") == machine() else None
+
+
+def _active() -> dict | None:
+    global _table
+    if _table is _UNSET:
+        with _lock:
+            if _table is _UNSET:
+                _table = _stored()
+    return _table
+
+
+def enabled() -> bool:
+    from gdp.cv2.common import strict
+
+    return not strict() and os.environ.get("GDP_CV2_DISPATCH", "1") not in ("0", "off")
+
+
+def runs_opencv(name: str, args: tuple, kwargs: dict) -> bool:
+    """Whether this eager call is one the table gives to OpenCV."""
+    entries = _active()
+    if not entries or not enabled():
+        return False
+    per_class = entries.get(key_of(name, args, kwargs))
+    if per_class is None:
+        return False
+    image = args[0] if args else kwargs.get("src", kwargs.get("image"))
+    if not isinstance(image, np.ndarray) or image.ndim < 2:
+        return False
+    times = per_class.get(size_class(image.shape[0], image.shape[1]))
+    if times is None or times["gdp_ms"] <= times["opencv_ms"]:
+        return False
+    from gdp.api import default_target
+
+    return default_target().name == "cpu"  # the table times gdp's cpu kernels only
+
+
+def where(names: list[str]) -> dict[str, dict[str, str]]:
+    """{name: {size class: where}} for every accelerated name: where an eager call on the cpu
+    target runs, "gdp" or "opencv", or for a function calibrated per variant "opencv for
+    code=6,40" (those variants run OpenCV's, the others gdp's)."""
+    entries = (_active() if enabled() else None) or {}
+    out = {}
+    for name in names:
+        keyword = VARIANTS[name][1] if name in VARIANTS else None
+        per_class = {}
+        for cls, _, _ in SIZE_CLASSES:
+            slower = [
+                key
+                for key, times in entries.items()
+                if key.split(":")[0] == name
+                and cls in times
+                and times[cls]["gdp_ms"] > times[cls]["opencv_ms"]
+            ]
+            if name in slower or (slower and keyword is None):
+                per_class[cls] = "opencv"
+            elif slower:
+                values = ",".join(sorted(k.split(":", 1)[1] for k in slower))
+                per_class[cls] = f"opencv for {keyword}={values}"
+            else:
+                per_class[cls] = "gdp"
+        out[name] = per_class
+    return out

@@ -1,0 +1,160 @@
+"""gdp.cv2's dispatch (issue 20, "never slower by design"): with a calibrated table, an eager call
+whose size class measured OpenCV faster runs OpenCV's own function; every other call runs gdp's
+kernels. The tables here are given, not measured (tests never time), and each call's result is
+held to OpenCV's either way."""
+
+from __future__ import annotations
+
+import json
+
+import cv2 as real
+import numpy as np
+import pytest
+
+import gdp.cv2 as cv2
+from gdp.cv2 import calibration, common, dispatch, engine
+
+
+def _table(entries: dict) -> dict:
+    return {"format": dispatch.FORMAT, "machine": dispatch.machine(), "entries": entries}
+
+
+def _slower(gdp_ms=2.0, opencv_ms=1.0):
+    return {"gdp_ms": gdp_ms, "opencv_ms": opencv_ms}
+
+
+@pytest.fixture
+def opencv_calls(monkeypatch):
+    """The names of the calls gdp.cv2 handed to OpenCV, in order."""
+    seen: list[str] = []
+    original = common._opencv_function
+
+    def spy(name):
+        seen.append(name)
+        return original(name)
+
+    monkeypatch.setattr(common, "_opencv_function", spy)
+    yield seen
+    dispatch.set_dispatch("auto")
+
+
+@pytest.fixture
+def photo():
+    bgr, _ = calibration.photo(480, 640)
+    return bgr
+
+
+def test_size_classes():
+    assert dispatch.size_class(1, 1) == "240p"
+    assert dispatch.size_class(240, 320) == "240p"
+    assert dispatch.size_class(241, 320) == "480p"
+    assert dispatch.size_class(1080, 1920) == "1080p"
+    assert dispatch.size_class(1081, 1920) == "4k"
+    assert dispatch.size_class(10000, 10000) == "4k"
+
+
+def test_a_call_runs_where_the_table_says(opencv_calls, photo):
+    cv2.set_dispatch(
+        _table(
+            {
+                "GaussianBlur": {"480p": _slower(), "1080p": _slower(1.0, 2.0)},
+                "cvtColor:6": {"480p": _slower()},  # COLOR_BGR2GRAY
+                "cvtColor:40": {"480p": _slower(1.0, 2.0)},  # COLOR_BGR2HSV
+            }
+        )
+    )
+    want = real.GaussianBlur(photo, (5, 5), 0)
+    np.testing.assert_array_equal(cv2.GaussianBlur(photo, (5, 5), 0), want)
+    assert opencv_calls == ["GaussianBlur"]
+    # 1080p: gdp measured faster; 240p: not calibrated, gdp.
+    big = real.resize(photo, (1920, 1080))
+    np.testing.assert_array_equal(
+        cv2.GaussianBlur(big, (5, 5), 0), real.GaussianBlur(big, (5, 5), 0)
+    )
+    small = real.resize(photo, (320, 240))
+    np.testing.assert_array_equal(
+        cv2.GaussianBlur(small, (5, 5), 0), real.GaussianBlur(small, (5, 5), 0)
+    )
+    assert opencv_calls == ["GaussianBlur"]
+    # Per variant: the gray conversion runs OpenCV's, the HSV one gdp's.
+    gray = cv2.cvtColor(photo, real.COLOR_BGR2GRAY)
+    np.testing.assert_array_equal(gray, real.cvtColor(photo, real.COLOR_BGR2GRAY))
+    hsv = cv2.cvtColor(photo, code=real.COLOR_BGR2HSV)
+    np.testing.assert_array_equal(hsv, real.cvtColor(photo, real.COLOR_BGR2HSV))
+    assert opencv_calls == ["GaussianBlur", "cvtColor"]
+    where = cv2.accelerated()
+    assert where["GaussianBlur"] == {"240p": "gdp", "480p": "opencv", "1080p": "gdp", "4k": "gdp"}
+    assert where["cvtColor"]["480p"] == "opencv for code=6"
+    assert where["cvtColor"]["1080p"] == "gdp"
+    assert set(where) == set(common.ACCELERATED)
+
+
+def test_strict_and_the_switch_turn_dispatch_off(opencv_calls, photo, monkeypatch):
+    cv2.set_dispatch(_table({"GaussianBlur": {"480p": _slower()}}))
+    monkeypatch.setenv("GDP_CV2_STRICT", "1")
+    cv2.GaussianBlur(photo, (5, 5), 0)
+    assert cv2.accelerated()["GaussianBlur"]["480p"] == "gdp"
+    monkeypatch.delenv("GDP_CV2_STRICT")
+    monkeypatch.setenv("GDP_CV2_DISPATCH", "0")
+    cv2.GaussianBlur(photo, (5, 5), 0)
+    assert opencv_calls == []
+    monkeypatch.delenv("GDP_CV2_DISPATCH")
+    cv2.GaussianBlur(photo, (5, 5), 0)
+    assert opencv_calls == ["GaussianBlur"]
+    cv2.set_dispatch(None)
+    cv2.GaussianBlur(photo, (5, 5), 0)
+    assert opencv_calls == ["GaussianBlur"]
+
+
+def test_graph_mode_never_dispatches(opencv_calls):
+    tf = pytest.importorskip("tensorflow")
+    cv2.set_dispatch(_table({"GaussianBlur": {"240p": _slower()}}))
+    x = np.random.default_rng(0).integers(0, 256, (40, 50, 3), np.uint8)
+    out = cv2.GaussianBlur(tf.constant(x), (5, 5), 0)
+    assert tf.is_tensor(out) and opencv_calls == []
+
+
+def test_the_stored_table_applies_only_on_its_machine(opencv_calls, photo, tmp_path, monkeypatch):
+    monkeypatch.setenv("GDP_CACHE_DIR", str(tmp_path))
+    table = _table({"GaussianBlur": {"480p": _slower()}})
+    dispatch.table_path().write_text(json.dumps(table))
+    cv2.set_dispatch("auto")
+    cv2.GaussianBlur(photo, (5, 5), 0)
+    assert opencv_calls == ["GaussianBlur"]
+    # The same table measured on another CPU: ignored, every call runs gdp.
+    other = {**table, "machine": {**table["machine"], "cpu": "another CPU"}}
+    dispatch.table_path().write_text(json.dumps(other))
+    cv2.set_dispatch("auto")
+    cv2.GaussianBlur(photo, (5, 5), 0)
+    assert opencv_calls == ["GaussianBlur"]
+    # Unreadable: ignored too.
+    dispatch.table_path().write_text("{not json")
+    cv2.set_dispatch("auto")
+    cv2.GaussianBlur(photo, (5, 5), 0)
+    assert opencv_calls == ["GaussianBlur"]
+
+
+@pytest.mark.parametrize(
+    ("table", "match"),
+    [
+        ({"format": 99, "entries": {}}, "format"),
+        ({"format": dispatch.FORMAT}, "entries"),
+        (_table({"GaussianBlur": {"720p": _slower()}}), "720p"),
+        (_table({"GaussianBlur": {"480p": {"gdp_ms": 1.0}}}), "opencv_ms"),
+    ],
+)
+def test_a_bad_table_is_named(table, match):
+    with pytest.raises(ValueError, match=match):
+        cv2.set_dispatch(table)
+
+
+def test_calibration_measures_and_makes_a_table(tmp_path, opencv_calls):
+    rows = list(calibration.measure(["240p"], runs=2, only=["GaussianBlur", "medianBlur 5"]))
+    assert [r.call.label for r in rows] == ["GaussianBlur 5x5 BGR", "medianBlur 5 gray"]
+    assert all(r.accelerated and len(r.gdp.seconds) == 2 for r in rows)
+    table = calibration.table(rows)
+    assert set(table["entries"]) == {"GaussianBlur", "medianBlur"}
+    assert set(table["entries"]["GaussianBlur"]) == {"240p"}
+    dispatch.validate(table)
+    assert engine.cache_info().programs >= 1  # gdp's kernels ran, not OpenCV's
+    assert opencv_calls == []
