@@ -10,7 +10,9 @@ threshold), as people write them; a function not listed has no entry and always 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date
@@ -145,40 +147,28 @@ def measure(
             yield Row(name, call, timings["gdp"], timings["opencv"], accelerated)
 
 
-class own_kernels:
+@contextlib.contextmanager
+def _environment(name: str, value: str) -> Iterator[None]:
+    """The environment variable `name` set to `value` inside the block, restored after."""
+    saved = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = saved
+
+
+def own_kernels():
     """Dispatch off inside the block: every accelerated call runs gdp's kernels."""
-
-    def __enter__(self):
-        import os
-
-        self._saved = os.environ.get("GDP_CV2_DISPATCH")
-        os.environ["GDP_CV2_DISPATCH"] = "0"
-
-    def __exit__(self, *exc):
-        import os
-
-        if self._saved is None:
-            del os.environ["GDP_CV2_DISPATCH"]
-        else:
-            os.environ["GDP_CV2_DISPATCH"] = self._saved
+    return _environment("GDP_CV2_DISPATCH", "0")
 
 
-class strict_calls:
+def strict_calls():
     """GDP_CV2_STRICT=1 inside the block: a call gdp does not accelerate raises."""
-
-    def __enter__(self):
-        import os
-
-        self._saved = os.environ.get("GDP_CV2_STRICT")
-        os.environ["GDP_CV2_STRICT"] = "1"
-
-    def __exit__(self, *exc):
-        import os
-
-        if self._saved is None:
-            del os.environ["GDP_CV2_STRICT"]
-        else:
-            os.environ["GDP_CV2_STRICT"] = self._saved
+    return _environment("GDP_CV2_STRICT", "1")
 
 
 def table(rows: list[Row]) -> dict:
