@@ -17,6 +17,7 @@ from __future__ import annotations
 import cv2 as _cv2
 
 from gdp.cv2 import color, dispatch, dnn, filters, geometry, pointwise  # noqa: F401 - they register
+from gdp.cv2.chain import chain
 from gdp.cv2.common import ACCELERATED, FallthroughError, strict
 from gdp.cv2.dispatch import set_dispatch
 from gdp.cv2.engine import cache_info, clear_cache
@@ -86,6 +87,7 @@ __all__ = [
     "FallthroughError",
     "accelerated",
     "cache_info",
+    "chain",
     "clear_cache",
     "default_target",
     "error",

@@ -167,7 +167,7 @@ def enabled() -> bool:
 def runs_opencv(name: str, args: tuple, kwargs: dict) -> bool:
     """Whether this eager call is one the table gives to OpenCV."""
     entries = _active()
-    if not entries or not enabled():
+    if not entries:
         return False
     per_class = entries.get(key_of(name, args, kwargs))
     if per_class is None:
@@ -176,7 +176,7 @@ def runs_opencv(name: str, args: tuple, kwargs: dict) -> bool:
     if not isinstance(image, np.ndarray) or image.ndim < 2:
         return False
     times = per_class.get(size_class(image.shape[0], image.shape[1]))
-    if times is None or times["gdp_ms"] <= times["opencv_ms"]:
+    if times is None or times["gdp_ms"] <= times["opencv_ms"] or not enabled():
         return False
     from gdp.api import default_target
 

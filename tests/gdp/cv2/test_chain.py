@@ -1,0 +1,75 @@
+"""gdp.cv2.chain (issue 20): a function of gdp.cv2 calls compiled into one program, held to the
+same calls made in OpenCV on real photos at several sizes."""
+
+from __future__ import annotations
+
+import cv2 as real
+import numpy as np
+import pytest
+
+import gdp
+import gdp.cv2 as cv2
+from gdp.cv2 import calibration, engine
+
+
+@cv2.chain
+def _blur_edges(img):
+    gray = cv2.cvtColor(img, cv2.COLOR_BGR2GRAY)
+    blurred = cv2.GaussianBlur(gray, (5, 5), 0)
+    return cv2.Sobel(blurred, cv2.CV_16S, 1, 0), blurred
+
+
+def _opencv_blur_edges(img):
+    gray = real.cvtColor(img, real.COLOR_BGR2GRAY)
+    blurred = real.GaussianBlur(gray, (5, 5), 0)
+    return real.Sobel(blurred, real.CV_16S, 1, 0), blurred
+
+
+@cv2.chain
+def _network_input(img):
+    x = cv2.resize(img, (224, 224), interpolation=cv2.INTER_AREA)
+    x = cv2.cvtColor(x, cv2.COLOR_BGR2RGB)
+    return cv2.normalize(x, None, 0.0, 1.0, cv2.NORM_MINMAX, cv2.CV_32F)
+
+
+def _opencv_network_input(img):
+    x = real.resize(img, (224, 224), interpolation=real.INTER_AREA)
+    x = real.cvtColor(x, real.COLOR_BGR2RGB)
+    return real.normalize(x, None, 0.0, 1.0, real.NORM_MINMAX, real.CV_32F)
+
+
+def test_a_chain_is_one_program_for_every_size():
+    before = engine.cache_info().programs
+    for h, w in [(120, 160), (97, 131), (481, 640)]:
+        bgr, _ = calibration.photo(h, w)
+        got_edges, got_blur = _blur_edges(bgr)
+        want_edges, want_blur = _opencv_blur_edges(bgr)
+        np.testing.assert_array_equal(got_blur, want_blur)
+        np.testing.assert_array_equal(got_edges, want_edges)
+    # One program, traced with free sizes: no eager program was made, none per size.
+    assert len(_blur_edges._models) == 1
+    assert engine.cache_info().programs == before
+    model = next(iter(_blur_edges._models.values()))
+    assert model.report()["shapes_mode"] == "generic", model.report()["generic_error"]
+
+
+def test_a_chain_that_needs_static_sizes_compiles_per_shape():
+    for h, w in [(480, 640), (333, 500)]:
+        bgr, _ = calibration.photo(h, w)
+        got, want = _network_input(bgr), _opencv_network_input(bgr)
+        assert got.shape == want.shape == (224, 224, 3) and got.dtype == np.float32
+        # resize AREA agrees with OpenCV within its rounding (uint8 +-1 after the area
+        # weights), normalised by the image's range.
+        np.testing.assert_allclose(got, want, rtol=0, atol=1.01 / 255 + 1e-6)
+    assert len(_network_input._models) == 2  # resize's tables follow the source size
+
+
+def test_a_chain_must_return_tensors():
+    @cv2.chain
+    def returns_a_number(img):
+        return 3
+
+    with pytest.raises(gdp.GdpError, match="must return TF tensors"):
+        returns_a_number(np.zeros((8, 8, 3), np.uint8))
+    with pytest.raises(TypeError, match="expected a function"):
+        cv2.chain(3)
