@@ -16,9 +16,12 @@ must be set before the first kernel runs, such as a thread pool's size).
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import functools
 import hashlib
 import inspect
+import os
 import sys
 from abc import abstractmethod
 from pathlib import Path
@@ -96,6 +99,7 @@ class TvmBackend(Backend):
         mod = relax_import.import_onnx(model)
         # The least run-time extents the generic kernels were written for (inbound slices).
         mod, min_extents = relax_import.min_extents(mod)
+        generic = _free_extents(mod)
         target = self.target()
         mode = options.get("fusion", DEFAULT_FUSION)
         if mode not in FUSIONS:
@@ -107,7 +111,7 @@ class TvmBackend(Backend):
                     mod, target, self.pipeline, self.schedules, mode, cost, self.finish
                 )
             except Exception as err:
-                if mode != "gdp" or not _free_extents(mod):
+                if mode != "gdp" or not generic:
                     raise
                 # gdp's plan with run-time extents can group kernels FuseTIR then refuses
                 # (RenewDefs: a tir variable defined twice): TVM's FuseOps, said in the report.
@@ -117,7 +121,8 @@ class TvmBackend(Backend):
                 report["gdp_plan_failed"] = str(err).strip().splitlines()[-1][:300]
             mod = lowered
             kernels = sum(1 for f in mod.functions.values() if isinstance(f, tvm.tirx.PrimFunc))
-            built = tvm.compile(mod, target=target, relax_pipeline=None)
+            with _build_context(generic):
+                built = tvm.compile(mod, target=target, relax_pipeline=None)
             built.export_library(str(outdir / LIBRARY))
         except Exception as err:
             raise CompileError(f"TVM failed to compile the graph for {target}: {err}") from err
@@ -133,6 +138,41 @@ class TvmBackend(Backend):
         loaded = TvmExecutable(tvm.runtime.load_module(str(artifact_dir / LIBRARY)), self.device())
         loaded.min_extents = tuple(tuple(m) for m in meta.get("min_extents", ()))
         return loaded
+
+
+def _reset_thread_pool_in_child() -> None:
+    """After os.fork: TVM's thread pool of the forking thread still lists the parent's worker
+    threads, which do not exist in the child, so the child's first parallel kernel waits on them
+    forever. TVM's own threading::ResetThreadPool (what TVM's RPC server calls in its forked
+    children) makes it start new ones."""
+    try:
+        lib = ctypes.CDLL(os.path.join(os.path.dirname(tvm.__file__), "lib", "libtvm_runtime.so"))
+        lib._ZN3tvm7runtime9threading15ResetThreadPoolEv()
+    except (OSError, AttributeError):  # another TVM build: nothing to reset by this name
+        pass
+
+
+os.register_at_fork(after_in_child=_reset_thread_pool_in_child)
+
+
+# TIR passes left out of a shape-generic build. RemoveNoOp proves statements to be no-ops with
+# the arithmetic analyzer, which on kernels of run-time extents (clamped gather indices, border
+# partitions) is slow: 18 of 27 s of compiling gdp.cv2's warpAffine, for nothing removed that
+# the result depends on (a no-op does nothing; LLVM drops what is dead).
+_GENERIC_DISABLED_PASSES = ["tirx.RemoveNoOp"]
+
+
+def _build_context(generic: bool):
+    """The caller's pass context, less _GENERIC_DISABLED_PASSES for a shape-generic module."""
+    if not generic:
+        return contextlib.nullcontext()
+    current = tvm.transform.PassContext.current()
+    return tvm.transform.PassContext(
+        opt_level=current.opt_level,
+        required_pass=list(current.required_pass),
+        disabled_pass=[*current.disabled_pass, *_GENERIC_DISABLED_PASSES],
+        config=dict(current.config),
+    )
 
 
 def _free_extents(mod: tvm.IRModule) -> bool:
