@@ -13,7 +13,7 @@ import numpy as np
 from gdp.errors import GdpError, InputError, OutputBufferError, TargetError
 from gdp.frontend import convert, from_onnx
 from gdp.frontend.verify import Verification
-from gdp.model import Model
+from gdp.model import Model, check_saved
 from gdp.runtime import queue
 from gdp.runtime.targets import Target, get_target
 
@@ -86,7 +86,8 @@ def run_async(
 
     Given output arrays are filled in place when the run ends; missing ones are allocated and
     returned by `.result()`. Input arrays are read when the run executes: leave them unchanged until
-    the handle is done (as with any asynchronous copy).
+    the handle is done (as with any asynchronous copy). Back-pressure: when the target already
+    has `gdp.runtime.queue.MAX_QUEUED` runs queued (64, or GDP_MAX_QUEUED), this waits for room.
 
     `batch=[img1, img2, ...]` (instead of `inputs`) enqueues a ragged batch: images of any sizes
     run as one task and each output comes back stacked, (N, ...), in `outputs` buffers of that
@@ -108,7 +109,8 @@ def run_async(
 
 
 def sync() -> None:
-    """Wait for everything submitted so far; raise the first failure no handle has reported."""
+    """Wait for everything submitted so far; raise the first failure of this thread's runs that
+    no handle has reported (another live thread's failures are left to its own `sync()`)."""
     queue.sync()
 
 
@@ -123,11 +125,14 @@ def load(
 
     `path` may also be a bundle directory written by `Model.export` / `gdp export`: its
     executables are loaded and nothing is ever compiled (gdp.bundle; a bundle built by another
-    gdp, toolchain or CPU, or with a damaged file, is refused with a `BundleError`)."""
+    gdp, toolchain or CPU, or with a damaged file, or whose directory others can write, is refused
+    with a `BundleError`). A file written by `Model.save` is checked against the SHA-256 recorded
+    in it (a changed file: `FrontendError`)."""
     from gdp import bundle
 
     if Path(path).is_dir():
         return bundle.load(path, target=target, cache_dir=cache_dir)
+    check_saved(Path(path))
     graph = from_onnx(Path(path))
     meta = {p.key: p.value for p in graph.metadata_props}
     # gdp's own keys are not part of the program: drop them so the cache key matches the original.

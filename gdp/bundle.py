@@ -15,7 +15,16 @@ cache's checksum, gdp.runtime.cache).
 
 `load` refuses, with a `BundleError` naming what differs, a bundle written by another gdp version,
 for another target, or by another toolchain or CPU (a library built for another CPU may crash on
-this one), and a bundle whose files do not match their checksums. A loaded model never compiles:
+this one), and a bundle whose files do not match their checksums.
+
+Trust model: a bundle is code (its libraries are dlopen'ed), trusted as far as its directory is
+trusted. `load` refuses (a `BundleError` naming the path, its mode and owner) a bundle whose
+directory, or any directory or file in it, is owned by another user (root aside) or writable by
+group or others, or that holds a symbolic link: only its owner can have put code there. The
+manifest's checksums (recorded at export, verified before anything is loaded) catch a damaged
+or partly replaced bundle; they are not a signature: whoever may write the bundle may rewrite
+the manifest too, which is why its directory must be private. `export` writes every file and
+directory without group or world write permission. A loaded model never compiles:
 a call with a shape that no bundled executable takes is a `BundleShapeError` naming the shape and
 the bundle's shapes, and `report()["cache"]` is "bundle".
 """
@@ -40,7 +49,7 @@ from gdp.model import GENERIC, Model, Specialization
 from gdp.progress import progress
 from gdp.rewrites import load_profile
 from gdp.runtime.backends import Backend, get_backend
-from gdp.runtime.cache import MANIFEST, _sha256
+from gdp.runtime.cache import MANIFEST, _sha256, check_private
 from gdp.runtime.targets import Target, get_target
 from gdp.signature import TensorSig, graph_outputs
 from gdp.version import __version__
@@ -320,6 +329,8 @@ def _check_destination(root: Path) -> None:
 def _publish(tmp: Path, root: Path) -> None:
     """Move the finished bundle into place; an old bundle there is replaced whole."""
     os.chmod(tmp, 0o755)
+    for path in tmp.rglob("*"):  # whatever the umask: only the owner may write a bundle
+        os.chmod(path, path.stat().st_mode & ~0o022)
     if root.exists():
         old = Path(tempfile.mkdtemp(prefix=f".{root.name}.old-", dir=root.parent))
         os.rename(root, old / root.name)
@@ -412,6 +423,26 @@ def verify_files(root: Path, manifest: dict) -> None:
             )
 
 
+def check_private_tree(root: Path) -> None:
+    """A BundleError unless `root` and everything in it belong to this user (or root), are
+    writable by no one else, and none is a symbolic link (the module's trust model)."""
+    try:
+        check_private(root, "bundle", BundleError)
+        for base, dirs, names in os.walk(root):
+            for name in (*dirs, *names):
+                path = Path(base) / name
+                if path.is_symlink():
+                    raise BundleError(
+                        f"bundle {root}: {path.relative_to(root)} is a symbolic link; a bundle "
+                        "holds plain files only"
+                    )
+                check_private(path, f"bundle {root}: file", BundleError)
+    except FileNotFoundError:
+        return  # read_manifest says what is missing
+    except OSError as err:
+        raise BundleError(f"bundle {root}: cannot be read: {err}") from None
+
+
 def load(
     directory: str | os.PathLike,
     *,
@@ -420,6 +451,7 @@ def load(
 ) -> BundleModel:
     """The model of the bundle `directory`, its executables loaded, nothing compiled."""
     root = Path(directory)
+    check_private_tree(root)
     manifest = read_manifest(root)
     resolved = get_target(target or manifest.get("target", "cpu"))
     backend = check_compatible(root, manifest, resolved)

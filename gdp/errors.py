@@ -81,3 +81,8 @@ class DeviceError(ExecutionError):
         self.code = code
         msg = f"{call} failed with ACL error {code}"
         super().__init__(f"{msg}: {detail}" if detail else msg)
+
+
+class CacheError(GdpError):
+    """The compile cache cannot be trusted or used: its directory (or key file) can be written by
+    others or is owned by another user, so gdp will not load code from it."""

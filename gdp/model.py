@@ -26,6 +26,7 @@ from gdp.errors import ExecutionError, InputError, OutputBufferError, TargetErro
 from gdp.frontend.common import IR_VERSION
 from gdp.rewrites import canonical_names, load_profile, pipeline
 from gdp.rewrites.fp16 import ARITHMETICS, rupw2
+from gdp.runtime import cache as compile_cache
 from gdp.runtime import queue
 from gdp.runtime.backends import Executable, get_backend
 from gdp.runtime.cache import DiskCache, cache_key, obtain
@@ -313,15 +314,23 @@ class Model:
 
     def save(self, path: str | Path) -> None:
         """Write the front end's graph with the target and options; `gdp.load` reads it back and
-        takes compiled code from the cache, so a serving process needs no TensorFlow."""
+        takes compiled code from the cache, so a serving process needs no TensorFlow. The file
+        records a SHA-256 of its graph (metadata `gdp.sha256`), which `gdp.load` verifies: a
+        damaged or edited file is refused. (A saved model is a graph gdp compiles itself, not
+        code: the checksum guards its integrity; see docs/reliability.md.)"""
         graph = onnx.ModelProto()
         graph.CopyFrom(self._source)
         meta = {"gdp.target": self.target.name, "gdp.options": json.dumps(self.options)}
         for prop in list(graph.metadata_props):
             if prop.key in meta:
                 graph.metadata_props.remove(prop)
+        for prop in list(graph.metadata_props):
+            if prop.key == SAVED_SHA256:
+                graph.metadata_props.remove(prop)
         for k, v in meta.items():
             graph.metadata_props.add(key=k, value=v)
+        # A checksum of everything else, last: gdp.load refuses a file changed since.
+        graph.metadata_props.add(key=SAVED_SHA256, value=_graph_sha256(graph))
         onnx.save(graph, str(path))
 
     # -- compilation -----------------------------------------------------------------------
@@ -467,16 +476,18 @@ class Model:
                     "fp16_arithmetic", profile.fp16_arithmetic if profile else "fp16"
                 ),
             )
-        prepared = pipeline.prepare(
-            self._source,
-            # fp16's range analysis needs every shape; a generic executable keeps them free
-            shapes=None if generic or not (backend.static_shapes or fp16) else shapes,
-            required=backend.required_rewrites,
-            substitute=self.target.substitutes,
-            profile=profile,
-            fp16=fp16_stage,
-            max_ir_version=IR_VERSION,
-        )
+        # The onnxscript optimizer and rewriter are not thread-safe: one graph at a time.
+        with compile_cache.COMPILE_LOCK:
+            prepared = pipeline.prepare(
+                self._source,
+                # fp16's range analysis needs every shape; a generic executable keeps them free
+                shapes=None if generic or not (backend.static_shapes or fp16) else shapes,
+                required=backend.required_rewrites,
+                substitute=self.target.substitutes,
+                profile=profile,
+                fp16=fp16_stage,
+                max_ir_version=IR_VERSION,
+            )
         graph = prepared.graph
         key = cache_key(
             # Conversions of one program differ in generated names: hash the canonical form.
@@ -517,7 +528,10 @@ class Model:
 
     def _bind(self, args: Sequence, kwargs: Mapping[str, Any]) -> list[np.ndarray]:
         """Inputs by position or name -> validated arrays in graph input order."""
-        return bind_inputs(self.inputs, args, kwargs)
+        try:
+            return bind_inputs(self.inputs, args, kwargs)
+        except MemoryError:
+            raise _out_of_memory(self.inputs, args, kwargs) from None
 
     def submit(
         self,
@@ -647,7 +661,10 @@ class Model:
         for n, item in enumerate(images):
             try:
                 if single is not None and isinstance(item, np.ndarray):
-                    entries.append([check_input(single, item)])
+                    try:
+                        entries.append([check_input(single, item)])
+                    except MemoryError:
+                        raise _out_of_memory(self.inputs, (item,), {}) from None
                 elif isinstance(item, Mapping):
                     entries.append(self._bind((), item))
                 elif single is not None or not isinstance(item, list | tuple):
@@ -735,6 +752,61 @@ class Model:
         from gdp import bundle
 
         return bundle.export(self, directory, shapes)
+
+
+SAVED_SHA256 = "gdp.sha256"
+
+
+def _graph_sha256(graph: onnx.ModelProto) -> str:
+    import hashlib
+
+    return hashlib.sha256(graph.SerializeToString(deterministic=True)).hexdigest()
+
+
+def check_saved(path: Path) -> None:
+    """A FrontendError if the file `path`, written by Model.save, no longer matches the SHA-256
+    recorded in it. Files without one (any other ONNX file) pass; an unreadable one is left for
+    the front end to report."""
+    from gdp.errors import FrontendError
+
+    try:
+        graph = onnx.load(str(path))
+    except Exception:  # protobuf raises its own DecodeError family
+        return
+    props = [p for p in graph.metadata_props if p.key == SAVED_SHA256]
+    if not props:
+        return
+    recorded = props[-1].value
+    for prop in props:
+        graph.metadata_props.remove(prop)
+    if _graph_sha256(graph) != recorded:
+        raise FrontendError(
+            f"{path}: the saved model does not match the SHA-256 recorded when it was saved "
+            "(the file was damaged or edited since); save it again"
+        )
+
+
+def _out_of_memory(sigs, args: Sequence, kwargs: Mapping[str, Any]) -> InputError:
+    """An InputError for a MemoryError met while binding inputs (a copy of a huge input, such as
+    a broadcast view, made contiguous or cast): names the largest input given."""
+    given = dict(kwargs) if kwargs else {}
+    if len(args) == 1 and isinstance(args[0], Mapping):
+        given = dict(args[0])
+    else:
+        given.update({s.name: a for s, a in zip(sigs, args, strict=False)})
+
+    def nbytes(a: Any) -> int:
+        shape, dtype = getattr(a, "shape", ()), getattr(a, "dtype", np.dtype(np.float32))
+        return int(np.prod(shape, dtype=np.float64)) * np.dtype(dtype).itemsize
+
+    if not given:
+        return InputError("inputs: out of memory while reading the inputs")
+    name, array = max(given.items(), key=lambda kv: nbytes(kv[1]))
+    return InputError(
+        f"input {name!r}: out of memory making a contiguous copy of shape "
+        f"{tuple(getattr(array, 'shape', ()))} ({nbytes(array) / 2**30:.1f} GiB); "
+        "pass a smaller input"
+    )
 
 
 def _summary(err: Exception) -> str:
