@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -130,6 +132,7 @@ class Model:
         # (key GENERIC) is never evicted.
         self._specialized: OrderedDict[Any, Specialization] = OrderedDict()
         self._lock = threading.Lock()
+        _models.add(self)  # its lock is made anew in a forked child
         self._last: Specialization | None = None
         self._builds = 0  # executables made (compiled, or loaded from the disk cache)
         self._calls: OrderedDict[tuple, int] = OrderedDict()  # runs per shape ("auto")
@@ -755,6 +758,19 @@ class Model:
 
 
 SAVED_SHA256 = "gdp.sha256"
+
+_models: weakref.WeakSet[Model] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """A model's lock held by a compiling thread at the fork stays held in the child, where
+    that thread does not exist; background specialisations do not run there either."""
+    for model in list(_models):
+        model._lock = threading.Lock()
+        model._pending = {}
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _graph_sha256(graph: onnx.ModelProto) -> str:

@@ -335,6 +335,43 @@ def test_a_forked_child_runs_models_sync_and_async(used):
     np.testing.assert_array_equal(model(x), affine_oracle(x))  # the parent still runs
 
 
+def _child_compiles(model, out) -> None:
+    x = np.ones((5, 7, 3), np.float32)
+    fresh = gdp.compile(affine((2, 2, 3), scale=11.0))
+    out.put((float(model(x).sum()), float(fresh(np.ones((2, 2, 3), np.float32)).sum())))
+
+
+def test_a_child_forked_while_another_thread_compiles_can_compile():
+    """Locks held by a compiling thread at the fork (the model's, the process-wide compile lock)
+    stayed held forever in the child."""
+    model = gdp.compile(affine((None, None, 3), scale=2.0))
+    holding, release = threading.Event(), threading.Event()
+
+    def compiling() -> None:
+        with cache_mod.COMPILE_LOCK, model._lock:
+            holding.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=compiling)
+    thread.start()
+    holding.wait(10)
+    context = multiprocessing.get_context("fork")
+    out = context.Queue()
+    child = context.Process(target=_child_compiles, args=(model, out))
+    try:
+        child.start()
+        child.join(30)
+        if child.is_alive():
+            child.kill()
+            child.join()
+            pytest.fail("the forked child hung on a lock held at the fork")
+    finally:
+        release.set()
+        thread.join()
+    assert child.exitcode == 0
+    assert out.get(timeout=5) == (5 * 7 * 3 * 3.0, 2 * 2 * 3 * 12.0)
+
+
 # -- threads ------------------------------------------------------------------------------------
 
 
