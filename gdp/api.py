@@ -81,13 +81,15 @@ def run_async(
     profile: bool = False,
     *,
     batch: Sequence | None = None,
+    block: bool = True,
 ) -> queue.Task:
     """Enqueue a run and return at once with a handle (`.wait()`, `.result()`, `.profile`).
 
     Given output arrays are filled in place when the run ends; missing ones are allocated and
     returned by `.result()`. Input arrays are read when the run executes: leave them unchanged until
     the handle is done (as with any asynchronous copy). Back-pressure: when the target already
-    has `gdp.runtime.queue.MAX_QUEUED` runs queued (64, or GDP_MAX_QUEUED), this waits for room.
+    has `gdp.runtime.queue.MAX_QUEUED` runs queued (64, or GDP_MAX_QUEUED), this waits for room;
+    with `block=False` it raises `QueueFullError` instead, and nothing is queued.
 
     `batch=[img1, img2, ...]` (instead of `inputs`) enqueues a ragged batch: images of any sizes
     run as one task and each output comes back stacked, (N, ...), in `outputs` buffers of that
@@ -100,12 +102,12 @@ def run_async(
             raise InputError(
                 "run_async: give either inputs (one run) or batch= (a list of images), not both"
             )
-        return model.submit_batch(batch, outputs, profile)
+        return model.submit_batch(batch, outputs, profile, block=block)
     if inputs is None:
         raise InputError("run_async: expected inputs (one run) or batch= (a list of images)")
     if isinstance(outputs, np.ndarray):
         raise OutputBufferError("run_async: expected output buffers as a dict by output name")
-    return model.submit(inputs, outputs, profile)
+    return model.submit(inputs, outputs, profile, block=block)
 
 
 def sync() -> None:

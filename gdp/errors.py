@@ -86,3 +86,8 @@ class DeviceError(ExecutionError):
 class CacheError(GdpError):
     """The compile cache cannot be trusted or used: its directory (or key file) can be written by
     others or is owned by another user, so gdp will not load code from it."""
+
+
+class QueueFullError(GdpError):
+    """`run_async(..., block=False)` found its target's queue full (gdp.runtime.queue.MAX_QUEUED
+    runs waiting): nothing was queued; try again later, or submit with block=True to wait."""

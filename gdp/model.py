@@ -542,16 +542,19 @@ class Model:
         outputs: Mapping[str, np.ndarray] | None = None,
         profile: bool = False,
         wait: bool = False,
+        block: bool = True,
     ) -> queue.Task:
         """Validate, compile for the shape if needed, and enqueue on the target's worker (with
-        `wait`, run in this thread instead when the worker has nothing queued)."""
+        `wait`, run in this thread instead when the worker has nothing queued). A full queue
+        (queue.MAX_QUEUED) makes this wait for room, or with `block=False` raise
+        QueueFullError."""
         if isinstance(inputs, Mapping):
             arrays = self._bind((), inputs)
         elif isinstance(inputs, list | tuple):
             arrays = self._bind(inputs, {})
         else:
             arrays = self._bind((inputs,), {})
-        return self._enqueue(arrays, outputs, profile, wait)
+        return self._enqueue(arrays, outputs, profile, wait, block)
 
     def _enqueue(
         self,
@@ -559,6 +562,7 @@ class Model:
         outputs: Mapping[str, np.ndarray] | None,
         profile: bool,
         wait: bool,
+        block: bool = True,
     ) -> queue.Task:
         shapes = {s.name: a.shape for s, a in zip(self.inputs, arrays, strict=True)}
         spec = self._specialization(shapes, self._ranges(arrays))
@@ -566,7 +570,7 @@ class Model:
         task = queue.Task(Profile(self.target.name) if profile else None)
         run = _Run(self.output_names, spec, arrays, buffers, task.profile)
         worker = queue.worker(self.target.name)
-        return worker.run_now(run, task) if wait else worker.submit(run, task)
+        return worker.run_now(run, task) if wait else worker.submit(run, task, block)
 
     def run_arrays(self, arrays: list[np.ndarray]) -> dict[str, np.ndarray]:
         """Run synchronously on arrays a caller already made fit the inputs (in graph input
@@ -598,6 +602,7 @@ class Model:
         outputs: Mapping[str, np.ndarray] | np.ndarray | None = None,
         profile: bool = False,
         wait: bool = False,
+        block: bool = True,
     ) -> queue.Task:
         """Enqueue one task that runs every entry of `images` (arrays of any size for a model
         with one input; dicts by name or sequences in input order for several) and stacks each
@@ -632,7 +637,7 @@ class Model:
         task = queue.Task(Profile(self.target.name) if profile else None)
         run = _BatchRun(self.output_names, specs, entries, declared, buffers, task.profile)
         worker = queue.worker(self.target.name)
-        return worker.run_now(run, task) if wait else worker.submit(run, task)
+        return worker.run_now(run, task) if wait else worker.submit(run, task, block)
 
     def run_batch(
         self,

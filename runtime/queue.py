@@ -5,8 +5,9 @@ found the queue empty), so a VM that is not thread-safe is never entered twice a
 
 Bounds and ownership:
 - Back-pressure: at most `MAX_QUEUED` tasks (64, or the GDP_MAX_QUEUED environment variable) wait
-  on a target's queue; a submit beyond that waits until the worker takes one, so a producer
-  faster than the target cannot queue unbounded inputs.
+  on a target's queue; a submit beyond that waits until the worker takes one (or, asked not to
+  wait, raises QueueFullError), so a producer faster than the target cannot queue unbounded
+  inputs.
 - A finished, successful task is forgotten by the queue at once: only the caller's handle keeps
   its outputs alive. A failed task is kept (its error only) until `result()` or `sync()` reports
   it; past `MAX_UNREPORTED` unreported failures the oldest are dropped and counted.
@@ -28,7 +29,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from gdp.errors import ExecutionError, GdpError
+from gdp.errors import ExecutionError, GdpError, QueueFullError
 from gdp.runtime.profiling import Profile
 
 MAX_QUEUED = int(os.environ.get("GDP_MAX_QUEUED") or 64)
@@ -145,17 +146,23 @@ class Worker:
         self._thread = threading.Thread(target=self._loop, name=f"gdp-{name}", daemon=True)
         self._thread.start()
 
-    def submit(self, fn: Callable[[], Any], task: Task) -> Task:
-        """Queue `fn` to run on the worker; waits while MAX_QUEUED tasks are queued."""
+    def submit(self, fn: Callable[[], Any], task: Task, block: bool = True) -> Task:
+        """Queue `fn` to run on the worker; waits while MAX_QUEUED tasks are queued, or with
+        `block=False` raises QueueFullError."""
         with self._count_lock:
             self._unfinished += 1
         _registry.add(task)
         try:
-            self._queue.put((fn, task))
-        except BaseException:  # interrupted while waiting for room: nothing was queued
+            self._queue.put((fn, task), block=block)
+        except BaseException as err:  # full, or interrupted waiting for room: nothing queued
             _registry.remove(task)
             with self._count_lock:
                 self._unfinished -= 1
+            if isinstance(err, queue.Full):
+                raise QueueFullError(
+                    f"{self.name}: {MAX_QUEUED} runs are queued already (gdp.runtime.queue."
+                    "MAX_QUEUED, GDP_MAX_QUEUED); submit with block=True to wait for room"
+                ) from None
             raise
         return task
 
