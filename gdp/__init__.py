@@ -16,6 +16,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 from gdp.errors import (
+    CacheError,
     CompileError,
     DeviceError,
     ExecutionError,
@@ -23,6 +24,7 @@ from gdp.errors import (
     GdpError,
     InputError,
     OutputBufferError,
+    QueueFullError,
     TargetError,
     UnsupportedOpError,
     VerificationError,
@@ -67,6 +69,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "CacheError",
     "CompileError",
     "DeviceError",
     "ExecutionError",
@@ -75,6 +78,7 @@ __all__ = [
     "InputError",
     "Model",
     "OutputBufferError",
+    "QueueFullError",
     "TargetError",
     "UnsupportedOpError",
     "VerificationError",
