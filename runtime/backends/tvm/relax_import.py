@@ -1,12 +1,14 @@
 """ONNX -> TVM Relax for every TVM backend: the importer, a check that names the first op it
-cannot convert, and clean-up passes that undo what the importer writes in a form the kernels pay
-for (both Relax function passes, applied in IMPORT_PASSES order)."""
+cannot convert, clean-up passes that undo what the importer writes in a form the kernels pay
+for, and bounds checks of the indices gathers and scatters read (applied in IMPORT_PASSES
+order)."""
 
 from __future__ import annotations
 
 import contextlib
 import io
 
+import numpy as np
 import onnx
 import tvm
 from tvm import relax
@@ -19,6 +21,7 @@ def import_onnx(model: onnx.ModelProto) -> tvm.IRModule:
     from tvm.relax.frontend.onnx import from_onnx
 
     check_importable(model)
+    model = exact_resize_scales(model)
     # The importer print()s the node it failed on to stdout, which is the user's program's
     # (a pipe of results, gdp export's JSON): kept for the error instead.
     printed = io.StringIO()
@@ -42,6 +45,178 @@ def check_importable(model: onnx.ModelProto) -> None:
             raise UnsupportedOpError(
                 node.op_type, node.name, "TVM's Relax ONNX importer has no converter for it"
             )
+
+
+# ONNX Resize's coordinate transformations that use the given scale (the others use only the
+# input and output extents, which TVM's resize computes as ONNX does).
+_SCALE_COORDINATES = (
+    "half_pixel",
+    "pytorch_half_pixel",
+    "asymmetric",
+    "half_pixel_symmetric",
+    "tf_half_pixel_for_nn",
+)
+_FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE)
+
+
+def exact_resize_scales(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` with each Resize given `scales` whose product with an input extent is not a whole
+    number written as per-axis Gathers (and for linear, their weighted sum) of constant indices
+    and weights computed as ONNX defines them (float32, as onnxruntime does).
+
+    ONNX resizes to floor(extent * scale) and maps output x to input (x + 0.5) / scale - 0.5
+    (half_pixel; the other modes alike) with the scale as given; TVM's importer passes only the
+    output size, and its resize maps with extent_in / extent_out, which differs when the product
+    is not whole: values off by up to 2 on data in [-3, 3]. Where every product is whole the
+    two agree and TVM's resize stays (but for half_pixel_symmetric, which TVM's resize lacks).
+    A cubic resize, or an antialiased downscale, of such scales is refused
+    (UnsupportedOpError), not computed wrongly."""
+    if not any(n.op_type == "Resize" for n in model.graph.node):
+        return model
+    shapes = _static_shapes(model)
+    constants = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+            constants[node.output[0]] = onnx.numpy_helper.to_array(node.attribute[0].t)
+    nodes, tensors = [], []
+    for node in model.graph.node:
+        new = _exact_resize(node, shapes, constants) if node.op_type == "Resize" else None
+        nodes.extend([node] if new is None else new[0])
+        tensors.extend([] if new is None else new[1])
+    if not tensors:
+        return model
+    exact = onnx.ModelProto()
+    exact.CopyFrom(model)  # the caller's model stays as it was
+    del exact.graph.node[:]
+    exact.graph.node.extend(nodes)
+    exact.graph.initializer.extend(tensors)
+    return exact
+
+
+def _static_shapes(model: onnx.ModelProto) -> dict[str, tuple[tuple[int, ...], int]]:
+    """Each value's static shape and element type, by name, from ONNX's shape inference."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # a graph inference cannot read: nothing known
+        return {}
+    found = {}
+    graph = inferred.graph
+    for info in [*graph.input, *graph.value_info, *graph.output]:
+        tensor = info.type.tensor_type
+        dims = tensor.shape.dim if tensor.HasField("shape") else None
+        if dims is not None and all(d.HasField("dim_value") for d in dims):
+            found[info.name] = (tuple(d.dim_value for d in dims), tensor.elem_type)
+    return found
+
+
+def _exact_resize(node, shapes, constants):
+    """The Gathers and weights that compute `node` (a Resize) exactly, with their constants;
+    None where TVM's resize is already exact or the node is not of the form handled."""
+    inputs = list(node.input) + [""] * (4 - len(node.input))
+    scales = constants.get(inputs[2]) if inputs[2] else None
+    if scales is None or scales.size == 0 or (inputs[3] and inputs[3] in constants):
+        return None
+    if inputs[0] not in shapes:
+        return None
+    shape, elem_type = shapes[inputs[0]]
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+    def text(name, default):
+        value = attrs.get(name, default)
+        return value.decode() if isinstance(value, bytes) else value
+
+    coordinates = text("coordinate_transformation_mode", "half_pixel")
+    mode = text("mode", "nearest")
+    axes = [int(a) % len(shape) for a in attrs.get("axes", range(len(shape)))]
+    scales = np.asarray(scales, np.float32).reshape(-1)
+    if len(axes) != len(scales) or coordinates not in _SCALE_COORDINATES:
+        return None
+    resized, inexact = {}, coordinates == "half_pixel_symmetric"  # TVM has no such mode
+    for axis, scale in zip(axes, scales, strict=True):
+        out = int(np.floor(shape[axis] * float(scale)))
+        if scale != 1:
+            resized[axis] = (float(scale), out)
+        inexact |= shape[axis] * float(scale) != out
+    if not inexact or not resized:
+        return None
+    where = f"Resize {node.name!r} (scales {scales.tolist()} of a {list(shape)} input)"
+    if mode == "cubic" or (
+        attrs.get("antialias", 0) and any(s < 1 for s, _ in resized.values()) and mode == "linear"
+    ):
+        raise UnsupportedOpError(
+            "Resize",
+            node.name,
+            f"{where}: a {mode} resize to a size that is not extent * scale is not computed "
+            "as ONNX defines it by TVM; give `sizes`, or scales whose products are whole",
+        )
+    if mode == "linear" and elem_type not in _FLOATS:
+        return None
+    nearest = text("nearest_mode", "round_prefer_floor")
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(elem_type)
+    prefix = f"gdp_resize_{node.output[0]}"  # an output's name is unique in the graph
+    nodes, tensors, value = [], [], inputs[0]
+    last = max(resized)
+    for axis, (scale, out) in sorted(resized.items()):
+        x = _resize_coordinates(coordinates, scale, shape[axis], out)
+        name = f"{prefix}_{axis}"
+        target = node.output[0] if axis == last else f"{name}_out"
+        if mode == "nearest":
+            index = np.clip(_nearest(x, nearest), 0, shape[axis] - 1).astype(np.int64)
+            tensors.append(onnx.numpy_helper.from_array(index, f"{name}_i"))
+            nodes.append(onnx.helper.make_node("Gather", [value, f"{name}_i"], [target], axis=axis))
+        else:
+            x = np.clip(x, np.float32(0), np.float32(shape[axis] - 1))
+            low = np.floor(x).astype(np.int64)
+            high = np.minimum(low + 1, shape[axis] - 1)
+            weight = (x - low.astype(np.float32)).astype(dtype)
+            at = [1] * len(shape)
+            at[axis] = out
+            tensors += [
+                onnx.numpy_helper.from_array(low, f"{name}_i0"),
+                onnx.numpy_helper.from_array(high, f"{name}_i1"),
+                onnx.numpy_helper.from_array((1 - weight).reshape(at), f"{name}_w0"),
+                onnx.numpy_helper.from_array(weight.reshape(at), f"{name}_w1"),
+            ]
+            nodes += [
+                onnx.helper.make_node("Gather", [value, f"{name}_i0"], [f"{name}_g0"], axis=axis),
+                onnx.helper.make_node("Gather", [value, f"{name}_i1"], [f"{name}_g1"], axis=axis),
+                onnx.helper.make_node("Mul", [f"{name}_g0", f"{name}_w0"], [f"{name}_m0"]),
+                onnx.helper.make_node("Mul", [f"{name}_g1", f"{name}_w1"], [f"{name}_m1"]),
+                onnx.helper.make_node("Add", [f"{name}_m0", f"{name}_m1"], [target]),
+            ]
+        value = target
+    return nodes, tensors
+
+
+def _resize_coordinates(mode: str, scale: float, extent: int, out: int) -> np.ndarray:
+    """The input coordinate of each output index along one axis, as ONNX's Resize defines it
+    for `mode` with `scale` as given (float32, as onnxruntime computes it)."""
+    f = np.float32
+    i = np.arange(out, dtype=f)
+    s = f(scale)
+    if mode == "half_pixel":
+        return (i + f(0.5)) / s - f(0.5)
+    if mode == "pytorch_half_pixel":
+        return (i + f(0.5)) / s - f(0.5) if out > 1 else np.zeros(out, f)
+    if mode == "asymmetric":
+        return i / s
+    if mode == "tf_half_pixel_for_nn":
+        return (i + f(0.5)) / s
+    # half_pixel_symmetric
+    adjustment = f(out) / (s * f(extent))
+    offset = f(extent) / f(2) * (f(1) - adjustment)
+    return offset + (i + f(0.5)) / s - f(0.5)
+
+
+def _nearest(x: np.ndarray, mode: str) -> np.ndarray:
+    if mode == "floor":
+        return np.floor(x)
+    if mode == "ceil":
+        return np.ceil(x)
+    half = x == np.floor(x) + np.float32(0.5)
+    if mode == "round_prefer_ceil":
+        return np.where(half, np.ceil(x), np.round(x))
+    return np.where(half, np.floor(x), np.round(x))
 
 
 @relax.transform.function_pass(opt_level=0, name="PairwiseMinMax")
@@ -299,6 +474,206 @@ def min_extents(mod: tvm.IRModule) -> tuple[tvm.IRModule, list[list[int]]]:
     return mod, found
 
 
+# Relax's indexing ops -> the ONNX op TVM's importer writes each for.
+_INDEXED = {
+    "relax.take": "Gather",
+    "relax.gather_elements": "GatherElements",
+    "relax.scatter_elements": "ScatterElements",
+    "relax.gather_nd": "GatherND",
+    "relax.scatter_nd": "ScatterND",
+}
+# TVM's OpPatternKind for an opaque kernel: never fused, so the check runs before its gather.
+_OPAQUE = 8
+
+
+@tvm.transform.module_pass(opt_level=0, name="CheckedIndices")
+class CheckedIndices:
+    """Every gather and scatter whose indices are not constants known to lie inside the data
+    reads them through a check that raises where one does not.
+
+    TVM builds take (Gather), gather_elements, scatter_elements, gather_nd and scatter_nd
+    without bounds checks ("fast mode"): an index outside the data's axis read or wrote past its
+    buffer (garbage out, memory overwritten) and a large one killed the process with SIGSEGV,
+    where onnxruntime raises. The check is a small serial kernel (indices, data) -> indices
+    that fails with IndexError (the run's ExecutionError) where an index lies outside [-n, n)
+    of the axis it addresses, and writes each as its non-negative equal, which the gather then
+    reads. Constant indices inside the data (gdp's own lowerings of TF's resizes) stay as they
+    are, so the gathers that fuse stay fused."""
+
+    def transform_module(self, mod: tvm.IRModule, ctx) -> tvm.IRModule:
+        mutator = _CheckedIndexMutator(mod)
+        changed = False
+        for gvar, func in list(mod.functions.items()):
+            if isinstance(func, relax.Function):
+                new = mutator.visit_expr(func)
+                if not new.same_as(func):
+                    mutator.builder_.update_func(gvar, new)
+                    changed = True
+        return mutator.builder_.get() if changed else mod
+
+
+@relax.expr_functor.mutator
+class _CheckedIndexMutator(relax.PyExprMutator):
+    def __init__(self, mod=None) -> None:
+        super().__init__(mod)
+        self.checkers: dict[tuple, tvm.ir.GlobalVar] = {}
+        self.params: dict[relax.Var, str] = {}  # main's parameters -> the graph input's name
+
+    def visit_function_(self, func: relax.Function) -> relax.Expr:
+        self.params = {p: str(p.name) for p in func.params}
+        return super().visit_function_(func)
+
+    def visit_call_(self, call: relax.Call) -> relax.Expr:
+        call = super().visit_call_(call)
+        name = getattr(call.op, "name", "") if isinstance(call, relax.Call) else ""
+        if name not in _INDEXED or (name == "relax.take" and str(call.attrs.mode) != "fast"):
+            return call
+        data, indices = call.args[0], call.args[1]
+        axes = _indexed_axes(call, name)
+        if axes is None or self._constant_inside(data, indices, axes):
+            return call
+        # The check reads the indices as the graph gave them: the importer's where(i < 0,
+        # i + n, i) would make an index below -n look inside.
+        raw = self._unnormalized(indices)
+        source = self._source(raw)
+        checker = self._checker(_INDEXED[name], data, raw, axes, source)
+        checked = self.builder_.emit(relax.call_tir(checker, relax.Tuple([raw, data]), raw.ty))
+        return relax.Call(call.op, [data, checked, *call.args[2:]], call.attrs)
+
+    def _binding(self, expr: relax.Expr) -> relax.Expr:
+        if isinstance(expr, relax.Var):
+            bound = self.lookup_binding(expr)
+            if bound is not None:
+                return bound
+        return expr
+
+    def _unnormalized(self, indices: relax.Expr) -> relax.Expr:
+        """The indices before the importer's where(i < 0, i + n, i)."""
+        bound = self._binding(indices)
+        if not (isinstance(bound, relax.Call) and getattr(bound.op, "name", "") == "relax.where"):
+            return indices
+        raw = bound.args[2]
+        less, add = (self._binding(a) for a in bound.args[:2])
+        if all(
+            isinstance(c, relax.Call) and getattr(c.op, "name", "") == op and c.args[0].same_as(raw)
+            for c, op in ((less, "relax.less"), (add, "relax.add"))
+        ):
+            return raw
+        return indices
+
+    def _constant_inside(self, data: relax.Expr, indices: relax.Expr, axes: list[int]) -> bool:
+        """Whether the indices are a constant inside the extents of the data's axes."""
+        values = self._binding(self._unnormalized(indices))
+        shape = data.ty.shape if isinstance(data.ty, relax.TensorType) else None
+        if not isinstance(values, tvm.ir.GenericConst) or not isinstance(shape, relax.ShapeExpr):
+            return False
+        extents = [shape.values[a] for a in axes]
+        if not all(isinstance(n, tvm.tirx.IntImm) for n in extents):
+            return False
+        index = values.value.numpy()
+        if len(axes) > 1:  # one coordinate per slot of the last axis
+            if index.ndim == 0 or index.shape[-1] != len(axes):
+                return False
+            n = np.array([int(e) for e in extents]).reshape((1,) * (index.ndim - 1) + (-1,))
+        else:
+            n = int(extents[0])
+        return bool(np.all((index >= -n) & (index < n)))
+
+    def _source(self, indices: relax.Expr) -> str | None:
+        """The graph input the indices are, through the importer's normalization and casts."""
+        expr = indices
+        for _ in range(4):
+            if isinstance(expr, relax.Var) and expr in self.params:
+                return self.params[expr]
+            bound = self._binding(expr)
+            if not (isinstance(bound, relax.Call) and getattr(bound.op, "name", "") in _CASTS):
+                return None
+            expr = bound.args[0]
+        return None
+
+    def _checker(self, op: str, data, indices, axes: list[int], source) -> tvm.ir.GlobalVar:
+        key = (op, str(indices.ty), str(data.ty.dtype), data.ty.ndim, tuple(axes), source)
+        if key not in self.checkers:
+            func = _index_check(op, indices.ty, data.ty, axes, source)
+            self.checkers[key] = self.builder_.add_func(func, "gdp_check_indices")
+        return self.checkers[key]
+
+
+_CASTS = ("relax.astype", "relax.wrap_param")
+
+
+def _indexed_axes(call: relax.Call, name: str) -> list[int] | None:
+    """The data axis each index addresses: one for take, gather_elements and scatter_elements;
+    for gather_nd and scatter_nd one per slot of the indices' last axis. None where unknown."""
+    data, indices = call.args[0], call.args[1]
+    if not isinstance(data.ty, relax.TensorType) or not isinstance(indices.ty, relax.TensorType):
+        return None
+    if data.ty.ndim < 0 or indices.ty.ndim < 0:
+        return None
+    if name in ("relax.take", "relax.gather_elements", "relax.scatter_elements"):
+        axis = call.attrs.axis
+        if axis is None:  # take from the flattened data: not what the importer writes
+            return None
+        return [int(axis) % data.ty.ndim]
+    shape = indices.ty.shape
+    if not isinstance(shape, relax.ShapeExpr) or not isinstance(shape.values[-1], tvm.tirx.IntImm):
+        return None
+    start = int(call.attrs.batch_dims) if name == "relax.gather_nd" else 0
+    return [start + j for j in range(int(shape.values[-1]))]
+
+
+def _index_check(op: str, indices_ty, data_ty, axes: list[int], source) -> tvm.tirx.PrimFunc:
+    """The PrimFunc (indices, data) -> checked: an IndexError where an index lies outside [-n, n)
+    of the data axis it addresses (n its extent), else each index as its non-negative equal.
+    Serial loops under the root block and no block of their own: no schedule touches it (an
+    assertion in a parallel or vector loop would not stop the kernel cleanly)."""
+    from tvm import s_tir, tirx
+
+    def extents(ty, prefix):
+        return [
+            d if isinstance(d, tirx.IntImm) else tirx.Var(f"{prefix}{k}", "int64")
+            for k, d in enumerate(ty.shape.values)
+        ]
+
+    dtype = str(indices_ty.dtype.dtype)
+    shape, data_shape = extents(indices_ty, "i"), extents(data_ty, "d")
+    index = tirx.decl_buffer(shape, dtype, "indices")
+    data = tirx.decl_buffer(data_shape, str(data_ty.dtype.dtype), "data")
+    checked = tirx.decl_buffer(shape, dtype, "checked")
+    loops = [tirx.Var(f"k{k}", "int64") for k in range(len(shape))]
+    value = tirx.BufferLoad(index, loops)
+    n = tirx.Cast(dtype, data_shape[axes[-1]])
+    for j in reversed(range(len(axes) - 1)):  # gather_nd: the slot's axis
+        n = tirx.Select(loops[-1] == j, tirx.Cast(dtype, data_shape[axes[j]]), n)
+    unsigned = dtype.startswith("uint")
+    inside = value < n if unsigned else tirx.all(-n <= value, value < n)
+    named = f" (input {source!r})" if source else ""
+    message = (
+        f"an index of {op}{named} lies outside the data's axis "
+        f"{', '.join(str(a) for a in axes)} (ONNX takes -n..n-1 on an axis of extent n)"
+    )
+    body = tirx.SeqStmt(
+        [
+            # The Python constructor's argument order differs from the FFI's in TVM 0.27.
+            tirx._ffi_api.AssertStmt(
+                inside, tvm.ir.StringImm("IndexError"), [tvm.ir.StringImm(message)], None
+            ),
+            tirx.BufferStore(
+                checked,
+                value if unsigned else tirx.Select(value < tirx.const(0, dtype), value + n, value),
+                loops,
+            ),
+        ]
+    )
+    for var, extent in reversed(list(zip(loops, shape, strict=True))):
+        body = tirx.For(
+            var, tirx.const(0, "int64"), tirx.Cast("int64", extent), tirx.ForKind.SERIAL, body
+        )
+    root = s_tir.SBlockRealize([], True, s_tir.SBlock([], [], [], "root", body))
+    func = tirx.PrimFunc([index, data, checked], root)
+    return func.with_attrs({"tirx.noalias": True, "op_pattern": _OPAQUE})
+
+
 # In the order the cpu backend has always applied them: min/max first, then the casts; the
-# slices of run-time extents last (shape-generic models only).
-IMPORT_PASSES = [PairwiseMinMax(), PlainFloatToInt(), InboundSlices()]
+# slices of run-time extents last (shape-generic models only); the indices' checks after all.
+IMPORT_PASSES = [PairwiseMinMax(), PlainFloatToInt(), InboundSlices(), CheckedIndices()]

@@ -1,0 +1,306 @@
+"""ONNX graphs on the cpu target against onnxruntime (issue 21): out-of-range gather and
+scatter indices raise a GdpError (run in a child process, so that a crash is a failure of the
+test, not a lost run), NaN through Max/Min/Relu/Clip as onnxruntime returns it, graphs ending in
+Clip under gdp's default fusion, and Resize given scales whose product with the extent is not
+a whole number."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+import gdp
+
+
+def _model(nodes, inputs, outputs, inits=()) -> onnx.ModelProto:
+    graph = h.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 18)])
+    model.ir_version = 8
+    return onnx.shape_inference.infer_shapes(model)
+
+
+def _vi(name, shape, dtype=T.FLOAT):
+    return h.make_tensor_value_info(name, dtype, shape)
+
+
+def _oracle(model, feeds):
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)[0]
+
+
+def _gdp(model, feeds):
+    return gdp.compile(model, target="cpu")(feeds)
+
+
+# -- out-of-range indices, each graph run in a child process -----------------------------------
+
+_CHILD = textwrap.dedent(
+    """
+    import sys
+    import numpy as np, onnx
+    import gdp
+    sys.path.insert(0, {here!r})
+    from test_kernel_correctness import _index_case, _oracle
+    model, feeds = _index_case({case!r}, {indices!r})
+    try:
+        want = _oracle(model, feeds)
+    except Exception as err:
+        want = None
+    try:
+        got = gdp.compile(model, target="cpu")(feeds)
+    except gdp.GdpError as err:
+        print("RESULT refused", type(err).__name__, str(err).replace(chr(10), " "), flush=True)
+        print("ORACLE", "raised" if want is None else "ran", flush=True)
+        sys.exit(0)
+    ok = want is not None and want.shape == got.shape and np.array_equal(want, got)
+    print("RESULT", "match" if ok else "mismatch", flush=True)
+    print("ORACLE", "raised" if want is None else "ran", flush=True)
+    """
+)
+
+
+def _index_case(case: str, indices: list) -> tuple[onnx.ModelProto, dict]:
+    """One gather or scatter of a 4x5 float image with the given (run-time) indices."""
+    x = np.arange(20, dtype=np.float32).reshape(4, 5)
+    index = np.array(indices, np.int64)
+    if case == "Gather0":
+        node = h.make_node("Gather", ["x", "i"], ["z"], axis=0)
+        out = [*index.shape, 5]
+    elif case == "Gather1":
+        node = h.make_node("Gather", ["x", "i"], ["z"], axis=1)
+        out = [4, *index.shape]
+    elif case == "GatherElements":
+        node = h.make_node("GatherElements", ["x", "i"], ["z"], axis=1)
+        out = list(index.shape)
+    elif case == "GatherND":
+        node = h.make_node("GatherND", ["x", "i"], ["z"])
+        out = list(index.shape[:-1])
+    else:  # ScatterElements
+        node = h.make_node("ScatterElements", ["x", "i", "u"], ["z"], axis=0)
+        update = h.make_tensor("u", T.FLOAT, list(index.shape), [-1.0] * index.size)
+        model = _model(
+            [node],
+            [_vi("x", [4, 5]), _vi("i", list(index.shape), T.INT64)],
+            [_vi("z", [4, 5])],
+            [update],
+        )
+        return model, {"x": x, "i": index}
+    model = _model(
+        [node], [_vi("x", [4, 5]), _vi("i", list(index.shape), T.INT64)], [_vi("z", out)]
+    )
+    return model, {"x": x, "i": index}
+
+
+def _in_child(case: str, indices: list, tmp_path) -> tuple[str, str]:
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = {**os.environ, "GDP_CACHE_DIR": str(tmp_path / "cache")}
+    run = subprocess.run(
+        [sys.executable, "-c", _CHILD.format(here=here, case=case, indices=indices)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    lines = [ln for ln in run.stdout.splitlines() if ln.startswith(("RESULT", "ORACLE"))]
+    assert run.returncode == 0 and len(lines) == 2, (
+        f"the child died (rc {run.returncode}): {run.stderr[-2000:]}"
+    )
+    return lines[0], lines[1]
+
+
+OUT_OF_RANGE = [
+    ("Gather0", [0, 4]),
+    ("Gather0", [0, -5]),
+    ("Gather0", [1 << 30, 0]),
+    ("Gather0", [-(1 << 40)]),
+    ("Gather1", [[0, 5], [1, 2]]),
+    ("GatherElements", [[0, 1, 2, 3, 9]] * 4),
+    ("GatherElements", [[0, 1, 2, 3, 1 << 33]] * 4),
+    ("GatherND", [[0, 1], [4, 0]]),
+    ("GatherND", [[0, 1], [0, -6]]),
+    ("ScatterElements", [[0, 1, 2, 3, 1000000]] * 2),
+    ("ScatterElements", [[0, -5, 2, 3, 1]] * 2),
+]
+IN_RANGE = [
+    ("Gather0", [0, 3, -1, -4]),
+    ("Gather1", [[0, 4], [-1, -5]]),
+    ("GatherElements", [[0, 1, 2, 3, -1]] * 4),
+    ("GatherND", [[0, 1], [-1, -5], [3, 4]]),
+    ("ScatterElements", [[0, 1, 2, 3, -1], [1, 2, 3, 0, 0]]),
+]
+
+
+@pytest.mark.parametrize(("case", "indices"), OUT_OF_RANGE)
+def test_out_of_range_indices_raise(case, indices, tmp_path):
+    result, oracle = _in_child(case, indices, tmp_path)
+    assert oracle == "ORACLE raised"  # onnxruntime refuses these too
+    assert result.startswith("RESULT refused ExecutionError"), result
+    assert "an index of" in result and "input 'i'" in result, result
+
+
+@pytest.mark.parametrize(("case", "indices"), IN_RANGE)
+def test_in_range_indices_match_onnxruntime(case, indices, tmp_path):
+    result, oracle = _in_child(case, indices, tmp_path)
+    assert (result, oracle) == ("RESULT match", "ORACLE ran")
+
+
+def test_constant_indices_in_range_stay_unchecked():
+    from gdp.runtime.backends.tvm import relax_import
+
+    index = h.make_tensor("i", T.INT64, [3], [0, -1, 2])
+    model = _model(
+        [h.make_node("Relu", ["x"], ["r"]), h.make_node("Gather", ["r", "i"], ["z"], axis=0)],
+        [_vi("x", [4, 5])],
+        [_vi("z", [3, 5])],
+        [index],
+    )
+    mod = relax_import.import_onnx(model)
+    assert not any("gdp_check_indices" in g.name_hint for g in mod.functions)
+    x = np.random.default_rng(1).uniform(-3, 3, (4, 5)).astype(np.float32)
+    np.testing.assert_array_equal(_gdp(model, {"x": x}), _oracle(model, {"x": x}))
+
+
+# -- NaN ---------------------------------------------------------------------------------------
+
+_X = np.array([[np.nan, 1, -1, np.nan, 0.5], [0, np.nan, 3, -2, np.inf]], np.float32)
+_Y = np.array([[0, np.nan, np.nan, 2, -np.inf], [1, 1, 1, np.nan, np.nan]], np.float32)
+
+
+def _scalar(name, value):
+    return h.make_tensor(name, T.FLOAT, [], [value])
+
+
+NAN_CASES = {
+    "max": ([h.make_node("Max", ["x", "y"], ["z"])], []),
+    "min": ([h.make_node("Min", ["x", "y"], ["z"])], []),
+    "max3": ([h.make_node("Max", ["y", "x", "y"], ["z"])], []),
+    "min3": ([h.make_node("Min", ["x", "y", "x"], ["z"])], []),
+    "relu": ([h.make_node("Relu", ["x"], ["z0"]), h.make_node("Add", ["z0", "y"], ["z"])], []),
+    "clip": ([h.make_node("Clip", ["x", "lo", "hi"], ["z"])], [_scalar("lo", 0), _scalar("hi", 2)]),
+    "clip_min_only": ([h.make_node("Clip", ["y", "lo"], ["z"])], [_scalar("lo", 0.5)]),
+    "clip_nan_low": (
+        [h.make_node("Clip", ["x", "lo", "hi"], ["z"])],
+        [_scalar("lo", float("nan")), _scalar("hi", 2)],
+    ),
+    "clip_nan_high": (
+        [h.make_node("Clip", ["x", "lo", "hi"], ["z"])],
+        [_scalar("lo", 0), _scalar("hi", float("nan"))],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NAN_CASES))
+def test_nan_as_onnxruntime(name):
+    nodes, inits = NAN_CASES[name]
+    used = {i for n in nodes for i in n.input}
+    inputs = [_vi(v, [2, 5]) for v in ("x", "y") if v in used]
+    model = _model(nodes, inputs, [_vi("z", [2, 5])], inits)
+    feeds = {k: v for k, v in (("x", _X), ("y", _Y)) if k in used}
+    want = _oracle(model, feeds)
+    np.testing.assert_array_equal(_gdp(model, feeds), want)  # NaN where onnxruntime has NaN
+
+
+@pytest.mark.parametrize("op", ["Max", "Min"])
+def test_integer_min_max(op):
+    rng = np.random.default_rng(3)
+    x = rng.integers(-100, 100, (3, 7)).astype(np.int32)
+    y = rng.integers(-100, 100, (3, 7)).astype(np.int32)
+    model = _model(
+        [h.make_node(op, ["x", "y"], ["z"])],
+        [_vi("x", [3, 7], T.INT32), _vi("y", [3, 7], T.INT32)],
+        [_vi("z", [3, 7], T.INT32)],
+    )
+    np.testing.assert_array_equal(_gdp(model, {"x": x, "y": y}), _oracle(model, {"x": x, "y": y}))
+
+
+# -- graphs ending in Clip (and other ops) under the default fusion ----------------------------
+
+_LO, _HI = _scalar("lo", -1.0), _scalar("hi", 1.5)
+LAST_OP = {
+    "clip": [h.make_node("Clip", ["x", "lo", "hi"], ["z"])],
+    "scaled_clip": [
+        h.make_node("Mul", ["x", "hi"], ["m"]),
+        h.make_node("Clip", ["m", "lo", "hi"], ["z"]),
+    ],
+    "clip_identity": [
+        h.make_node("Clip", ["x", "lo", "hi"], ["c"]),
+        h.make_node("Identity", ["c"], ["z"]),
+    ],
+    "relu_identity": [h.make_node("Relu", ["x"], ["c"]), h.make_node("Identity", ["c"], ["z"])],
+    "max_last": [h.make_node("Abs", ["x"], ["a"]), h.make_node("Max", ["a", "lo"], ["z"])],
+    "reduce_clip": [
+        h.make_node("ReduceMax", ["x"], ["r"], keepdims=1),
+        h.make_node("Clip", ["r", "lo", "hi"], ["z"]),
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAST_OP))
+def test_graph_ending_in_clip_compiles(name):
+    x = np.random.default_rng(5).uniform(-3, 3, (6, 7)).astype(np.float32)
+    shape = [1, 1] if name == "reduce_clip" else [6, 7]
+    model = _model(LAST_OP[name], [_vi("x", [6, 7])], [_vi("z", shape)], [_LO, _HI])
+    model_ = gdp.compile(model, target="cpu")  # gdp's default fusion
+    np.testing.assert_allclose(model_({"x": x}), _oracle(model, {"x": x}), rtol=1e-6, atol=1e-6)
+
+
+# -- Resize with scales ------------------------------------------------------------------------
+
+RESIZES = [
+    ((1, 1, 7, 9), (1, 1, 1.7, 2.3), "linear", "half_pixel", "round_prefer_floor"),
+    ((1, 2, 7, 9), (1, 1, 0.6, 1.3), "nearest", "asymmetric", "round_prefer_floor"),
+    ((1, 2, 7, 9), (1, 1, 0.6, 1.3), "nearest", "half_pixel", "round_prefer_ceil"),
+    ((1, 1, 9, 5), (1, 1, 1.3, 0.7), "nearest", "tf_half_pixel_for_nn", "floor"),
+    ((1, 1, 5, 5), (1, 1, 2.5, 2.5), "linear", "pytorch_half_pixel", "round_prefer_floor"),
+    ((1, 3, 10, 11), (1, 1, 1.5, 0.7), "linear", "align_corners", "round_prefer_floor"),
+    ((1, 1, 11, 6), (1, 1, 0.75, 1.5), "linear", "asymmetric", "round_prefer_floor"),
+    ((1, 1, 11, 6), (1, 1, 0.75, 2.0), "linear", "half_pixel_symmetric", "round_prefer_floor"),
+    ((1, 1, 8, 6), (1, 1, 2.0, 0.5), "linear", "half_pixel", "round_prefer_floor"),  # whole
+    ((1, 1, 13, 3), (1, 1, 0.35, 3.3), "nearest", "half_pixel", "ceil"),
+]
+
+
+@pytest.mark.parametrize(("shape", "scales", "mode", "coordinates", "nearest"), RESIZES)
+def test_resize_scales_as_onnxruntime(shape, scales, mode, coordinates, nearest):
+    x = np.random.default_rng(11).uniform(-3, 3, shape).astype(np.float32)
+    out = [int(np.floor(d * s)) for d, s in zip(shape, scales, strict=True)]
+    node = h.make_node(
+        "Resize",
+        ["x", "", "scales"],
+        ["z"],
+        mode=mode,
+        coordinate_transformation_mode=coordinates,
+        nearest_mode=nearest,
+    )
+    model = _model(
+        [node],
+        [_vi("x", list(shape))],
+        [_vi("z", out)],
+        [h.make_tensor("scales", T.FLOAT, [4], list(scales))],
+    )
+    want = _oracle(model, {"x": x})
+    got = _gdp(model, {"x": x})
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_cubic_resize_of_inexact_scales_refused():
+    node = h.make_node("Resize", ["x", "", "scales"], ["z"], mode="cubic")
+    model = _model(
+        [node],
+        [_vi("x", [1, 1, 7, 9])],
+        [_vi("z", [1, 1, 11, 20])],
+        [h.make_tensor("scales", T.FLOAT, [4], [1, 1, 1.7, 2.3])],
+    )
+    with pytest.raises(gdp.UnsupportedOpError, match="cubic resize"):
+        gdp.compile(model, target="cpu")
