@@ -149,6 +149,8 @@ def check(seed: int) -> dict:
         got = gdp.compile(model, target="cpu")(feeds)
     except gdp.GdpError as err:
         return {"seed": seed, "ops": ops, "result": "refused", "error": str(err)[:300]}
+    except Exception as err:  # not a GdpError: a failure of its own, the batch goes on
+        return {"seed": seed, "ops": ops, "result": "error", "error": repr(err)[-300:]}
     if want is None:
         return {"seed": seed, "ops": ops, "result": "mismatch", "error": oracle_error}
     got = np.asarray(got)

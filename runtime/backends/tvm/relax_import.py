@@ -133,12 +133,13 @@ def _exact_resize(node, shapes, constants):
         return None
     resized, inexact = {}, coordinates == "half_pixel_symmetric"  # TVM has no such mode
     for axis, scale in zip(axes, scales, strict=True):
-        out = int(np.floor(shape[axis] * float(scale)))
+        # In float32, as onnxruntime: 10 * 1.3f is 13, where TVM's importer makes it 12.
+        out = int(np.floor(np.float32(shape[axis]) * np.float32(scale)))
         if scale != 1:
             resized[axis] = (float(scale), out)
         inexact |= shape[axis] * float(scale) != out
-    if not inexact or not resized:
-        return None
+    if not inexact or not resized or any(out < 1 for _, out in resized.values()):
+        return None  # an empty output: TVM's resize refuses it (CompileError)
     where = f"Resize {node.name!r} (scales {scales.tolist()} of a {list(shape)} input)"
     if mode == "cubic" or (
         attrs.get("antialias", 0) and any(s < 1 for s, _ in resized.values()) and mode == "linear"
