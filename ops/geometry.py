@@ -109,24 +109,88 @@ def _fixed(weights: np.ndarray) -> np.ndarray:
     return fixed
 
 
-def _separable(image: tf.Tensor, rows, cols, work: tf.DType) -> tf.Tensor:
-    """Column pass then row pass (OpenCV's order: horizontal, then vertical) of gathers with
-    constant (index, weight) taps."""
-    x = tf.cast(image, work)
-    extra = [1] * (image.shape.rank - 2)
-    col_idx, col_w = cols
+# How much more a gathered tap costs than a tap of a pass along the rows (whole rows weighed and
+# summed in vectors): what the pass order of an integer resize is chosen by (see _order).
+GATHER_COST = 8
+
+
+def _taps(indices: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The taps without those of weight 0 for every output pixel (an exact factor's second
+    linear tap, area's padding): a tap fewer is a gather fewer."""
+    used = np.any(weights != 0, axis=0)
+    used[int(np.argmax(used))] = True  # at least one
+    return indices[:, used], weights[:, used]
+
+
+def _is_identity(taps, src: int, one: float) -> bool:
+    """Whether taps copy each source pixel with the weight `one` (1, or 2^11 in fixed point)."""
+    indices, weights = taps
+    return (
+        indices.shape == (src, 1)
+        and np.array_equal(indices[:, 0], np.arange(src))
+        and bool(np.all(weights == one))
+    )
+
+
+def _pass(x: tf.Tensor, taps, axis: int, channels: int, work: tf.DType) -> tf.Tensor:
+    """One axis of a separable resize of an (H, W*channels) image: output pixel i along `axis`
+    is sum_k weight[i, k] * x[index[i, k]] (all channels of each pixel). Along the columns the
+    tables are per element (pixel index * channels + channel), so the gathers and weights of
+    every channel are plain loads along the row. Weights of 1 multiply nothing."""
+    indices, weights = taps
+    if axis == 1:
+        lanes = np.arange(channels)
+        indices = (indices[:, None, :] * channels + lanes[None, :, None]).reshape(
+            -1, indices.shape[1]
+        )
+        weights = np.repeat(weights, channels, axis=0)
+    shape = [-1, 1] if axis == 0 else [1, -1]
     total = None
-    for k in range(col_idx.shape[1]):
-        weight = tf.constant(col_w[:, k].reshape([1, -1, *extra]), work)
-        term = tf.gather(x, col_idx[:, k], axis=1) * weight
+    for k in range(indices.shape[1]):
+        term = tf.gather(x, tf.constant(indices[:, k], tf.int32), axis=axis)
+        if not np.all(weights[:, k] == 1):
+            term = term * tf.constant(weights[:, k].reshape(shape), work)
         total = term if total is None else total + term
-    row_idx, row_w = rows
-    out = None
-    for k in range(row_idx.shape[1]):
-        weight = tf.constant(row_w[:, k].reshape([-1, 1, *extra]), work)
-        term = tf.gather(total, row_idx[:, k], axis=0) * weight
-        out = term if out is None else out + term
-    return out
+    return total
+
+
+def _order(h: int, w: int, rows, cols) -> bool:
+    """Whether the pass along the columns (rows of the result: vertical) goes first, for an
+    integer resize, whose sums are exact in any order: the order that costs less, a gathered
+    tap (horizontal pass) counted GATHER_COST times a row pass's tap. Shrinking the rows first
+    makes the horizontal pass gather only the rows the result has, as OpenCV computes only the
+    rows it needs; enlarging them, the horizontal pass first gathers the fewer source rows."""
+    height, width = rows[0].shape[0], cols[0].shape[0]
+    ty, tx = rows[0].shape[1], cols[0].shape[1]
+    vertical_first = height * w * ty + GATHER_COST * height * width * tx
+    horizontal_first = GATHER_COST * h * width * tx + height * width * ty
+    return vertical_first <= horizontal_first
+
+
+def _separable(
+    x: tf.Tensor,
+    rows,
+    cols,
+    channels: int,
+    work: tf.DType,
+    vertical_first: bool = False,
+    one: float = 1,
+) -> tuple[tf.Tensor, int]:
+    """Both passes of (index, weight) taps over an (H, W*channels) image in `work` (OpenCV's
+    order, horizontal then vertical, unless `vertical_first`); an axis whose taps are the
+    identity (weight `one`) is skipped. Returns the sum and how many passes ran."""
+    h, w = x.shape[0], x.shape[1] // channels
+    x = tf.cast(x, work)
+    passes = [(rows, 0, h), (cols, 1, w)]
+    if not vertical_first:
+        passes.reverse()
+    ran = 0
+    for taps, axis, src in passes:
+        if _is_identity(taps, src, one):
+            continue
+        x = _pass(x, taps, axis, channels, work)
+        ran += 1
+    return x, ran
 
 
 def resize(
@@ -134,36 +198,72 @@ def resize(
 ) -> tf.Tensor:
     """cv::resize of an HW or HWC image to (height, width); scale_* are source / destination
     (1 / fx, 1 / fy when given, else the size ratio)."""
-    h, w = image.shape[0], image.shape[1]
+    if image.shape.rank == 2:
+        return resize_flat(image, 1, width, height, scale_x, scale_y, method)
+    h, w, c = image.shape
+    flat = tf.reshape(image, [h, w * c])
+    out = resize_flat(flat, c, width, height, scale_x, scale_y, method)
+    return tf.reshape(out, [height, width, c])
+
+
+def resize_flat(
+    image: tf.Tensor,
+    channels: int,
+    width: int,
+    height: int,
+    scale_x: float,
+    scale_y: float,
+    method: int,
+) -> tf.Tensor:
+    """`resize` of an HWC image given as (H, W*channels) (a free reshape of the array), to
+    (height, width*channels): the column pass then gathers elements, each output element one
+    per tap, with no channel arithmetic (gdp.cv2 calls this)."""
+    h, w = image.shape[0], image.shape[1] // channels
     work = tf.float64 if image.dtype == tf.float64 else tf.float32
     if method == INTER_AREA and scale_x >= 1 and scale_y >= 1:
         if scale_x == round(scale_x) and scale_y == round(scale_y):
-            return _area_integer(image, int(round(scale_x)), int(round(scale_y)))
+            return _area_integer(image, channels, int(round(scale_x)), int(round(scale_y)))
         rows, cols = area_taps(h, height, scale_y), area_taps(w, width, scale_x)
-        return _saturate(_separable(image, rows, cols, work), image.dtype)
+        rows, cols = _taps(*rows), _taps(*cols)
+        total, _ = _separable(image, rows, cols, channels, work)
+        return _saturate(total, image.dtype)
     rows = axis_taps(h, height, scale_y, method)
     cols = axis_taps(w, width, scale_x, method)
     if method == INTER_NEAREST:
-        return tf.gather(tf.gather(image, rows[0][:, 0], axis=0), cols[0][:, 0], axis=1)
+        out, _ = _separable(image, rows, cols, channels, image.dtype, vertical_first=True)
+        return out
     if image.dtype == tf.uint8:
-        rows, cols = (rows[0], _fixed(rows[1])), (cols[0], _fixed(cols[1]))
-        total = _separable(image, rows, cols, tf.int32)
-        shift = 2 * RESIZE_COEF_BITS
-        rounded = tf.bitwise.right_shift(total + (1 << (shift - 1)), shift)
-        return tf.cast(tf.clip_by_value(rounded, 0, 255), tf.uint8)
-    return _saturate(_separable(image, rows, cols, work), image.dtype)
+        rows, cols = _taps(rows[0], _fixed(rows[1])), _taps(cols[0], _fixed(cols[1]))
+        first = _order(h, w, rows, cols)
+        one = 1 << RESIZE_COEF_BITS
+        total, ran = _separable(image, rows, cols, channels, tf.int32, first, one)
+        # (total + half) >> bits, clamped to [0, 255]: the clamp first (a cubic's sum may be
+        # negative or above 255 << bits), so the shift is an unsigned 32-bit one.
+        bits = ran * RESIZE_COEF_BITS
+        if bits == 0:
+            return tf.cast(total, tf.uint8)
+        top = (256 << bits) - 1
+        rounded = tf.clip_by_value(total + (1 << (bits - 1)), 0, top)
+        shifted = tf.bitwise.right_shift(tf.cast(rounded, tf.uint32), tf.constant(bits, tf.uint32))
+        return tf.cast(shifted, tf.uint8)
+    total, _ = _separable(image, rows, cols, channels, work)
+    return _saturate(total, image.dtype)
 
 
-def _area_integer(image: tf.Tensor, fx: int, fy: int) -> tf.Tensor:
-    """INTER_AREA by an integer factor: the mean of each fx x fy block."""
-    h, w = image.shape[0], image.shape[1]
+def _area_integer(image: tf.Tensor, channels: int, fx: int, fy: int) -> tf.Tensor:
+    """INTER_AREA by an integer factor of an (H, W*channels) image: the mean of each fx x fy
+    block, summed as a separable resize with unit weights (the block's rows first, then its
+    columns, gathered)."""
+    h, w = image.shape[0], image.shape[1] // channels
     dh, dw = h // fy, w // fx
     work = tf.int32 if image.dtype.is_integer else image.dtype
-    x = tf.cast(image[: dh * fy, : dw * fx], work)
-    extra = list(image.shape[2:])
-    blocks = tf.reshape(x, [dh, fy, dw, fx, *extra])
-    total = tf.reduce_sum(blocks, axis=[1, 3])
+    rows = (np.arange(dh)[:, None] * fy + np.arange(fy)[None, :], np.ones((dh, fy)))
+    cols = (np.arange(dw)[:, None] * fx + np.arange(fx)[None, :], np.ones((dw, fx)))
+    total, _ = _separable(image, rows, cols, channels, work, vertical_first=True)
     if image.dtype.is_integer and fx == fy == 2:  # OpenCV's 2x2 vector path: (sum + 2) >> 2
+        if image.dtype.is_unsigned:  # an unsigned 32-bit shift (a vector one)
+            total = tf.cast(total + 2, tf.uint32)
+            return tf.cast(tf.bitwise.right_shift(total, tf.constant(2, tf.uint32)), image.dtype)
         return tf.cast(tf.bitwise.right_shift(total + 2, 2), image.dtype)
     if image.dtype.is_integer:  # other factors: scaled by 1/area in float, half to even
         mean = tf.cast(total, tf.float64) * (1.0 / (fx * fy))

@@ -143,11 +143,22 @@ def resize(src, dsize, dst=None, fx=0, fy=0, interpolation=_cv2.INTER_LINEAR):
     # One program per source and output size: OpenCV's interpolation tables (which source
     # pixels and weights each output pixel takes) follow from both sizes.
     params = dict(width=width, height=height, scale_x=scale_x, scale_y=scale_y, method=method)
-    return engine.call("resize", _resize, [src], params, dst)
+    if engine.is_graph_call(src):
+        return _resize(src, **params)
+    # The program takes and returns the image with its pixels' channels flattened into the row,
+    # (H, W*C) (free reshapes of the arrays): its column pass then gathers elements, with no
+    # channel arithmetic in its indices.
+    channels = common.channels(src)
+    flat = np.ascontiguousarray(src).reshape(h, w * channels)
+    out = engine.run("resize", _resize, [flat], dict(params, channels=channels))
+    shape = (height, width) if src.ndim == 2 else (height, width, channels)
+    return common.finish(out.reshape(shape), dst)
 
 
-def _resize(image, width, height, scale_x, scale_y, method):
-    return ops_geometry.resize(image, width, height, scale_x, scale_y, method)
+def _resize(image, width, height, scale_x, scale_y, method, channels=None):
+    if channels is None:  # an HW or HWC tensor (graph mode)
+        return ops_geometry.resize(image, width, height, scale_x, scale_y, method)
+    return ops_geometry.resize_flat(image, channels, width, height, scale_x, scale_y, method)
 
 
 _WARP_INTERPOLATIONS = {_cv2.INTER_NEAREST: INTER_NEAREST, _cv2.INTER_LINEAR: INTER_LINEAR}

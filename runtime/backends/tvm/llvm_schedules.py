@@ -396,6 +396,59 @@ def _reused(sch: tvm.s_tir.Schedule, block) -> bool:
     return (reads - 1) * _walk(stmt.body.value, None)[1] > MAX_INLINED_COPY
 
 
+def _gathered(sch: tvm.s_tir.Schedule, block) -> bool:
+    """Whether consumers gather `block`'s computed values (an index read from another buffer)
+    at several places: a separable resize's first pass, read at each tap of the second. Kept, it
+    is computed once per element (per strip, in vectors along its rows); inlined, every tap of
+    the second pass would recompute the first's taps from gathered pixels. Static shapes only
+    (the run-time extents' strips, _symbolic_strips, take no such source)."""
+    written = sch.get(block).writes[0].source
+    if not all(_is_static(d) for d in written.shape):
+        return False
+    gathers = 0
+    for consumer in sch.get_consumers(block):
+        body = sch.get(consumer).body
+        if isinstance(body, tvm.tirx.BufferStore):
+            gathers += sum(
+                1
+                for load in _loads(body.value)
+                if load.source.same_as(written) and any(_loads(i) for i in load.indices)
+            )
+    return gathers >= 2
+
+
+def _row_aligned(sch: tvm.s_tir.Schedule, block, outputs: list) -> bool:
+    """Whether the outputs are `block`'s only consumers and read it only in their own row (row
+    index = their first axis, the same row count): strips of the outputs then need the same
+    strips of it, whatever the other indices."""
+    consumers = sch.get_consumers(block)
+    names = {sch.get(b).name_hint for b in outputs}
+    if not consumers or any(sch.get(c).name_hint not in names for c in consumers):
+        return False
+    stmt = sch.get(block)
+    written = stmt.writes[0].source
+    if len(_row_axes(sch, block)) != 1:
+        return False
+    rows = _int(stmt.iter_vars[0].dom.extent)
+    for consumer in consumers:
+        node = sch.get(consumer)
+        if len(_row_axes(sch, consumer)) != 1 or _int(node.iter_vars[0].dom.extent) != rows:
+            return False
+        if not isinstance(node.body, tvm.tirx.BufferStore):
+            return False
+        row = node.iter_vars[0].var
+        for load in _all_loads(node.body.value):
+            if load.source.same_as(written) and not load.indices[0].same_as(row):
+                return False
+    return True
+
+
+def _all_loads(expr) -> list:
+    """Every TensorLoad of a TIR expression, index tables included."""
+    own = [expr] if isinstance(expr, tvm.ir.TensorLoad) else []
+    return own + [load for child in tir_operands(expr) for load in _all_loads(child)]
+
+
 # The fields through which a TIR expression holds its operands.
 def _walk(expr, buffer) -> tuple[int, int]:
     """(loads of `buffer`, nodes) in the TIR expression `expr`."""
@@ -432,7 +485,8 @@ def _inline_producers(sch: tvm.s_tir.Schedule) -> list:
             movement = _is_data_movement(stmt)
             padding_of_input = movement and not sch.get_producers(block)
             if padding_of_input or not (
-                _is_stencil_source(sch, block) or (not movement and _reused(sch, block))
+                _is_stencil_source(sch, block)
+                or (not movement and (_reused(sch, block) or _gathered(sch, block)))
             ):
                 with contextlib.suppress(tvm.s_tir.ScheduleError):
                     sch.compute_inline(block)
@@ -499,12 +553,21 @@ def _schedule_rows(sch: tvm.s_tir.Schedule, outputs: list, sources: list, cores:
     computed in full before the strips instead: a strip of it would be the whole of it. So is
     a source laid out with the pixels flattened where strips hold one row (_flattened_rows)."""
     sources, combining = _row_partials(sch, sources)
-    full = _sources_recomputed(sch.copy(), outputs, sources, cores)
+    # A gathered source's rows or columns per strip depend on the index tables' values, which
+    # bound inference cannot know: computed in full (_gathered), unless the outputs read it only
+    # in their own rows (a resize's vertical pass, gathered along the row by the horizontal
+    # one): then each strip computes the same rows of it first, in the strip loop itself.
+    gathered = [b for b in sources if _gathered(sch, b)]
+    names = {sch.get(b).name_hint for b in gathered}
+    rest = [b for b in sources if sch.get(b).name_hint not in names]
+    full = _sources_recomputed(sch.copy(), outputs, rest, cores)
     if full is None:
         return False
-    full |= _flattened_rows(sch, outputs, sources, cores)
-    sources = [b for b in sources if sch.get(b).name_hint not in full]
-    strip = _strip_loop(sch, outputs, cores)
+    full |= _flattened_rows(sch, outputs, rest, cores)
+    aligned = [b for b in gathered if _row_aligned(sch, b, outputs)] if not full else []
+    full |= names - {sch.get(b).name_hint for b in aligned}
+    sources = [b for b in rest if sch.get(b).name_hint not in full]
+    strip = _strip_loop(sch, outputs, cores, aligned)
     for source in reversed(sources):  # consumers first, so each lands under the strip loop
         sch.compute_at(source, strip, preserve_unit_loops=True)
     for block in sch.get_child_blocks(sch.get_sblock("root")):
@@ -518,7 +581,7 @@ def _schedule_rows(sch: tvm.s_tir.Schedule, outputs: list, sources: list, cores:
             if sch.get(block).iter_vars[0].iter_type == tvm.tirx.IterVar.DataPar:
                 sch.parallel(loops[0])
             _vectorize_block_row(sch, block, loops[1:])
-    for block in (*sources, *outputs):
+    for block in (*aligned, *sources, *outputs):
         if sch.get(block).name_hint not in combining:  # a few additions per row: left serial
             _vectorize_block_row(sch, block, sch.get_loops(block)[1:])
     return True
@@ -576,16 +639,21 @@ def _partial_lanes(extent: int) -> int | None:
     return None if lanes is None or extent < 4 * lanes else lanes
 
 
-def _strip_loop(sch: tvm.s_tir.Schedule, outputs: list, cores: int):
-    """The parallel loop over the outputs' row strips (one loop for all outputs)."""
-    strips = []
-    for output in outputs:
+def _strip_loop(sch: tvm.s_tir.Schedule, outputs: list, cores: int, aligned=()):
+    """The parallel loop over the outputs' row strips (one loop for all outputs), and over the
+    same rows of the `aligned` sources (_row_aligned), computed first in each strip."""
+    strips, rows = [], []
+    for output in (*aligned, *outputs):
         outer = _row_axes(sch, output)
         outer = sch.fuse(*outer) if len(outer) > 1 else outer[0]
-        strip, _rows = sch.split(outer, [None, _strip_rows(_int(sch.get(outer).extent), cores)])
+        strip, row = sch.split(outer, [None, _strip_rows(_int(sch.get(outer).extent), cores)])
         strips.append(strip)
-    # Several outputs share one strip loop: each strip computes its sources once for all.
-    strip = sch.merge(*strips) if len(strips) > 1 else strips[0]
+        rows.append(row)
+    if aligned:  # row by row too (which merges the strips): each row of theirs read in cache
+        sch.merge(*rows)
+        strip = sch.get_loops(outputs[0])[0]
+    else:  # Several outputs share one strip loop: each strip computes its sources once for all.
+        strip = sch.merge(*strips) if len(strips) > 1 else strips[0]
     sch.parallel(strip)
     return strip
 
