@@ -1,10 +1,15 @@
 """Canny edges as OpenCV computes them, bit for bit: RGB -> gray, 5x5 Gaussian, 3x3 Sobel,
 L1 (or L2) magnitude, non-maximum suppression with OpenCV's direction rule, double threshold,
-and hysteresis run to its fixed point.
+and hysteresis.
 
-The peer is cv2.cvtColor -> cv2.GaussianBlur -> cv2.Canny. gdp runs two compiled programs:
-`prepare` (everything up to the double threshold, integer arithmetic throughout) and `track`
-(ROUNDS rounds of hysteresis), which gdp.fixed_point repeats until no edge pixel changes.
+The peer is cv2.cvtColor -> cv2.GaussianBlur -> cv2.Canny. gdp runs a compiled program,
+`prepare` (everything up to the double threshold, integer arithmetic throughout, on the target),
+then hysteresis as OpenCV runs it: a flood fill from the strong pixels through the weak ones,
+gdp.runtime.hysteresis's serial TIR kernel on the host CPU.
+
+`make_track` is hysteresis written as dense rounds instead (a TF graph of ROUNDS steps, which
+gdp.fixed_point would repeat to the fixed point): the form for a target that must run it as a
+graph, kept to export and check that form (tests/runtime/backends/ascend).
 """
 
 import cv2
@@ -22,11 +27,11 @@ from gdp.ops.image import (
     rgb_to_gray_u8,
     sobel_3x3,
 )
+from gdp.runtime.hysteresis import hysteresis
 
 LOW, HIGH = 50, 150
 L2_GRADIENT = False
-# Hysteresis rounds per compiled step: more rounds per run amortise the run's overhead and the
-# fixed-point test; the driver repeats the step until nothing changes either way.
+# Hysteresis rounds per step of make_track's dense form.
 ROUNDS = 8
 
 
@@ -56,17 +61,15 @@ def make_track(rounds=ROUNDS):
 
 
 def build(
-    target: str = "cpu", low=LOW, high=HIGH, l2_gradient=L2_GRADIENT, rounds=ROUNDS, **options
+    target: str = "cpu", low=LOW, high=HIGH, l2_gradient=L2_GRADIENT, **options
 ) -> workload.Compiled:
     prepare = gdp.compile(make_prepare(low, high, l2_gradient), target=target, **options)
-    step = gdp.compile(make_track(rounds), target=target, **options)
 
     def run(rgb):
         maps = prepare.submit({"rgb": rgb}, wait=True).result()
-        final, _ = gdp.fixed_point(step, maps, carry={"strong": "tracked"})
-        return {"edges": final["tracked"] * np.uint8(255)}
+        return {"edges": hysteresis(maps["candidates"], maps["strong"])}
 
-    return workload.Compiled(run, [prepare, step])
+    return workload.Compiled(run, [prepare])
 
 
 def inputs() -> dict:

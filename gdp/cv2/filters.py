@@ -756,16 +756,10 @@ def _canny_thresholds(low: float, high: float, l2_gradient: bool) -> tuple[int, 
     return int(np.floor(low)), int(np.floor(high))
 
 
-def _hysteresis(candidates, strong, steps):
-    return ops_image.hysteresis_step(candidates, strong, steps)
-
-
-# Hysteresis rounds per compiled step of an eager Canny (see samples/canny.py).
-CANNY_ROUNDS = 8
-
-
 @common.accelerate("Canny")
 def Canny(image, threshold1, threshold2, edges=None, apertureSize=3, L2gradient=False):
+    """A compiled program up to the double threshold, then hysteresis as OpenCV runs it (a
+    flood fill from the strong pixels, gdp.runtime.hysteresis's TIR kernel)."""
     image = common.image("Canny", image, "image")
     if apertureSize not in (3, 5, 7):
         raise common.error(
@@ -781,16 +775,25 @@ def Canny(image, threshold1, threshold2, edges=None, apertureSize=3, L2gradient=
     if engine.is_graph_call(image):
         raise common.error(
             "Canny",
-            "graph mode: hysteresis iterates to a fixed point, which"
-            " gdp runs eagerly; call Canny on arrays",
+            "graph mode: hysteresis is a serial flood fill, which gdp runs eagerly;"
+            " call Canny on arrays",
+        )
+    from gdp.runtime import hysteresis
+
+    if image.shape[0] * image.shape[1] > hysteresis.MAX_PIXELS:
+        raise common.NotAccelerated(
+            f"{image.shape[0]}x{image.shape[1]} is more than the {hysteresis.MAX_PIXELS} pixels"
+            " gdp's hysteresis kernel indexes"
         )
     candidates, strong = engine.run(
         "Canny.prepare", _canny_prepare, [image], params, outputs=2, values=values
     )
-    maps = {"src0": candidates, "src1": strong}
-    track = engine.program("Canny.track", _hysteresis, list(maps.values()), {"steps": CANNY_ROUNDS})
-    import gdp
-
-    tracked, _ = gdp.fixed_point(track, maps, carry={"src1": "dst0"})
-    strong = tracked["dst0"]
-    return common.finish(strong * np.uint8(255), edges)
+    if (
+        isinstance(edges, np.ndarray)
+        and edges.shape == candidates.shape
+        and edges.dtype == np.uint8
+        and edges.flags.c_contiguous
+        and edges.flags.writeable
+    ):
+        return hysteresis.hysteresis(candidates, strong, edges)  # OpenCV's dst=, in place
+    return common.finish(hysteresis.hysteresis(candidates, strong), edges)

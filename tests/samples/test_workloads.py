@@ -33,7 +33,7 @@ def test_canny_l2_on_other_photos_is_bit_exact():
     import photos
 
     canny = importlib.import_module("canny")
-    compiled = canny.build("cpu", low=30, high=90, l2_gradient=True, rounds=4)
+    compiled = canny.build("cpu", low=30, high=90, l2_gradient=True)
     for name in ("coffee", "rocket"):
         rgb = photos.photo_1080p(name)[::3, ::3].copy()  # 360x640
         want = canny.peer(rgb, low=30, high=90, l2_gradient=True)

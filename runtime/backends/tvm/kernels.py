@@ -1,0 +1,83 @@
+"""Hand-written TIR kernels for the host CPU: a TVMScript `T.prim_func`, kept as source text,
+compiled once per target with TVM's LLVM backend (the target gdp's cpu backend compiles for),
+its library kept in gdp's disk cache and loaded with tvm.runtime.load_module.
+
+The cache key is the kernel's source, the target and TVM's version, none of which needs the
+compiler to compute: a later process finds the library without parsing or compiling anything.
+Each library is loaded once per process.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import tvm
+
+from gdp.errors import CompileError
+from gdp.runtime.cache import DiskCache, cache_key, default_cache_dir
+
+LIBRARY = "kernel.so"
+# Bump when the layout of an entry changes.
+_FORMAT = 1
+
+_loaded: dict[str, tuple[tvm.runtime.Module, tvm.runtime.Function]] = {}
+_lock = threading.Lock()
+
+
+def host_target() -> tvm.target.Target:
+    """The target gdp's cpu backend compiles for: LLVM for this machine's CPU."""
+    from gdp.runtime.backends.tvm.llvm import TvmLlvmBackend
+
+    return TvmLlvmBackend().target()
+
+
+def _compile(name: str, source: str, target: tvm.target.Target, directory: Path) -> dict:
+    from tvm.script import tirx as T
+
+    try:
+        func = tvm.script.from_source(source, extra_vars={"T": T})
+        if not isinstance(func, tvm.tirx.PrimFunc):
+            raise TypeError(f"the source defines a {type(func).__name__}, not one T.prim_func")
+        built = tvm.compile(tvm.IRModule({name: func.with_attr("global_symbol", name)}), target)
+        built.export_library(str(directory / LIBRARY))
+    except Exception as err:
+        raise CompileError(
+            f"TVM failed to compile the TIR kernel {name!r} for {target}: {err}"
+        ) from err
+    return {"files": [LIBRARY], "kernel": name, "target": str(target), "tvm": tvm.__version__}
+
+
+def host_kernel(name: str, source: str, cache: DiskCache | None = None) -> tvm.runtime.Function:
+    """The function `name` compiled from `source` (TVMScript of one `T.prim_func`, which may
+    refer to `T`, tvm.script's tirx) for this machine's CPU: from this process, else from the
+    disk cache (GDP_CACHE_DIR, else ~/.cache/gdp), else compiled into it."""
+    target = host_target()
+    key = cache_key("gdp-tir-kernel", str(_FORMAT), name, source, str(target), tvm.__version__)
+    hit = _loaded.get(key)
+    if hit is not None:
+        return hit[1]
+    cache = cache if cache is not None else DiskCache(default_cache_dir())
+    with _lock:
+        hit = _loaded.get(key)
+        if hit is not None:
+            return hit[1]
+        with cache.lock(key):
+            found = cache.lookup(key)
+            compiled = found is None
+            if compiled:
+                found = cache.store(key, lambda d: _compile(name, source, target, d))
+            entry, _ = found
+            try:
+                library = tvm.runtime.load_module(str(entry / LIBRARY))
+            except Exception:
+                if compiled:
+                    raise
+                # Checksums matched but the library does not load (another toolchain wrote it):
+                # rebuild it rather than fail the caller.
+                cache.discard(key)
+                entry, _ = cache.store(key, lambda d: _compile(name, source, target, d))
+                library = tvm.runtime.load_module(str(entry / LIBRARY))
+        function = library[name]
+        _loaded[key] = (library, function)
+    return function

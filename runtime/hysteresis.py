@@ -1,0 +1,187 @@
+"""Canny's hysteresis as OpenCV runs it: a flood fill from every strong pixel through the
+8-connected weak ones, serial and O(pixels), as one hand-written TIR kernel (compiled once per
+CPU and cached by gdp.runtime.backends.tvm.kernels).
+
+The inputs are the two uint8 0/1 maps of gdp.ops.image.canny_candidates: `candidates` (local
+maxima above the low threshold, the pixels hysteresis may reach) and `strong` (candidates above
+the high threshold too, where it starts; a strong pixel that is no candidate is ignored). The
+result is cv2.Canny's edge map: 255 where a candidate is 8-connected through candidates to a
+strong one, else 0. The set is defined by connectivity alone, so the order OpenCV visits pixels
+in (its stripes, its stacks, its threads) does not change it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gdp.errors import InputError, OutputBufferError
+
+EDGE = 255
+
+# The kernel. It first writes a level map into the output, 0 (no candidate), 1 (a weak
+# candidate) or 2 (a strong one), and works on it in place from there. The scan for strong
+# pixels reads the map 8 bytes at a time (a word with no byte equal to 2 is skipped; the bytes
+# past the last whole word are read one by one), and keeps the row of the pixel it is at without
+# dividing. A pixel reached is set to 255 as it is pushed, so each is pushed once: the stack
+# holds at most every pixel, as (row, column). Pixels off the image's border take a path without
+# bounds checks. A last pass sets every pixel that is not 255 to 0.
+_FLOOD = """\
+if flat[{p}] == T.uint8(2):
+    while {p} >= row[1] + w:
+        row[0] = row[0] + 1
+        row[1] = row[1] + w
+    flat[{p}] = T.uint8(255)
+    stack[0] = row[0]
+    stack[1] = {p} - row[1]
+    top[0] = 2
+    while top[0] > 0:
+        top[0] = top[0] - 2
+        y = stack[top[0]]
+        x = stack[top[0] + 1]
+        if y > 0 and y < h - 1 and x > 0 and x < w - 1:
+            for dy in T.unroll(3):
+                for dx in T.unroll(3):
+                    # 1 or 2: a candidate not reached yet
+                    if flat[(y + dy - 1) * w + x + dx - 1] - T.uint8(1) < T.uint8(2):
+                        flat[(y + dy - 1) * w + x + dx - 1] = T.uint8(255)
+                        stack[top[0]] = y + dy - 1
+                        stack[top[0] + 1] = x + dx - 1
+                        top[0] = top[0] + 2
+        else:
+            for dy in T.unroll(3):
+                for dx in T.unroll(3):
+                    if y + dy >= 1 and y + dy <= h and x + dx >= 1 and x + dx <= w:
+                        if m[y + dy - 1, x + dx - 1] - T.uint8(1) < T.uint8(2):
+                            m[y + dy - 1, x + dx - 1] = T.uint8(255)
+                            stack[top[0]] = y + dy - 1
+                            stack[top[0] + 1] = x + dx - 1
+                            top[0] = top[0] + 2
+"""
+
+
+def _indent(text: str, spaces: int) -> str:
+    return "".join(" " * spaces + line if line.strip() else line for line in text.splitlines(True))
+
+
+SOURCE = (
+    """
+@T.prim_func
+def hysteresis(
+    candidates_handle: T.handle,
+    strong_handle: T.handle,
+    out_handle: T.handle,
+    stack_handle: T.handle,
+):
+    T.func_attr({"global_symbol": "hysteresis", "tir.noalias": True})
+    h = T.int32()
+    w = T.int32()
+    n = T.int32()
+    candidates = T.match_buffer(candidates_handle, (h, w), "uint8", align=1)
+    strong = T.match_buffer(strong_handle, (h, w), "uint8", align=1)
+    m = T.match_buffer(out_handle, (h, w), "uint8", align=1)
+    stack = T.match_buffer(stack_handle, (n,), "int32", align=4)
+    flat = T.decl_buffer((h * w,), "uint8", data=m.data, align=1)
+    # (hysteresis() hands the kernel an output 8-byte aligned)
+    words = T.decl_buffer((h * w // 8,), "uint64", data=m.data, align=1)
+    top = T.alloc_buffer((1,), "int32", scope="local")
+    row = T.alloc_buffer((2,), "int32", scope="local")  # the scan's row, its first pixel
+    for y in range(h):
+        for x in range(w):
+            m[y, x] = candidates[y, x] + (candidates[y, x] & strong[y, x])
+    row[0] = 0
+    row[1] = 0
+    for k in range(h * w // 8):
+        # Whether a byte of the word is 2: a byte of word ^ 0x02.. is 0 (the zero-byte test).
+        if (
+            ((words[k] ^ T.uint64(0x0202020202020202)) - T.uint64(0x0101010101010101))
+            & ~(words[k] ^ T.uint64(0x0202020202020202))
+            & (T.uint64(0x4040404040404040) << T.uint64(1))
+        ) != T.uint64(0):
+            for j in range(8):
+"""
+    + _indent(_FLOOD.format(p="k * 8 + j"), 16)
+    + """    for t in range(h * w - h * w // 8 * 8):  # the bytes past the last whole word
+"""
+    + _indent(_FLOOD.format(p="h * w // 8 * 8 + t"), 8)
+    + """    for y in range(h):
+        for x in range(w):
+            m[y, x] = T.if_then_else(m[y, x] == T.uint8(255), T.uint8(255), T.uint8(0))
+"""
+)
+
+# Stack entries and flat offsets are int32.
+MAX_PIXELS = (1 << 30) - 1
+
+
+def _map(name: str, array) -> np.ndarray:
+    if not isinstance(array, np.ndarray):
+        raise InputError(f"hysteresis: {name} must be a numpy array, got {type(array).__name__}")
+    if array.dtype != np.uint8 or array.ndim != 2:
+        raise InputError(
+            f"hysteresis: {name} must be a 2-D uint8 map of 0 and 1, got {array.dtype}"
+            f"{list(array.shape)}"
+        )
+    if array.size and int(array.max()) > 1:
+        raise InputError(f"hysteresis: {name} holds {int(array.max())}; expected only 0 and 1")
+    return np.ascontiguousarray(array)
+
+
+def hysteresis(
+    candidates: np.ndarray, strong: np.ndarray, out: np.ndarray | None = None
+) -> np.ndarray:
+    """cv2.Canny's edges (uint8 0/255) from its candidate and strong maps (2-D uint8 0/1 of one
+    shape; see the module), written into `out` when it is given (a writeable, C-contiguous
+    uint8 array of that shape) and returned."""
+    candidates, strong = _map("candidates", candidates), _map("strong", strong)
+    if candidates.shape != strong.shape:
+        raise InputError(
+            f"hysteresis: candidates {list(candidates.shape)} and strong"
+            f" {list(strong.shape)} differ in shape"
+        )
+    if candidates.size > MAX_PIXELS:
+        raise InputError(
+            f"hysteresis: the maps have {candidates.size} pixels, more than the {MAX_PIXELS}"
+            " the kernel indexes"
+        )
+    if out is None:
+        out = np.empty(candidates.shape, np.uint8)
+    elif not (
+        isinstance(out, np.ndarray)
+        and out.dtype == np.uint8
+        and out.shape == candidates.shape
+        and out.flags.c_contiguous
+        and out.flags.writeable
+    ):
+        raise OutputBufferError(
+            f"hysteresis: out must be a writeable, C-contiguous uint8 array of shape"
+            f" {list(candidates.shape)}, got {_describe(out)}"
+        )
+    if not candidates.size:
+        return out
+    if out.ctypes.data % 8:  # the kernel reads the map it builds in `out` as 8-byte words
+        out[...] = _run(candidates, strong, np.empty(candidates.shape, np.uint8))
+    else:
+        _run(candidates, strong, out)
+    return out
+
+
+def _describe(array) -> str:
+    if not isinstance(array, np.ndarray):
+        return type(array).__name__
+    flags = "" if array.flags.c_contiguous else " not C-contiguous"
+    flags += "" if array.flags.writeable else " read-only"
+    return f"{array.dtype}{list(array.shape)}{flags}"
+
+
+def _run(candidates: np.ndarray, strong: np.ndarray, out: np.ndarray) -> np.ndarray:
+    import tvm_ffi
+
+    from gdp.runtime.backends.tvm.kernels import host_kernel
+
+    kernel = host_kernel("hysteresis", SOURCE)
+    stack = np.empty(2 * out.size, np.int32)
+    # numpy aligns data to 16 bytes at most; the kernel's buffers ask for their element's.
+    kernel(
+        *(tvm_ffi.from_dlpack(a, require_contiguous=True) for a in (candidates, strong, out, stack))
+    )
+    return out

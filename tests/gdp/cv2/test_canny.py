@@ -1,0 +1,286 @@
+"""gdp.cv2.Canny bit for bit against cv2.Canny (real photos, random images, sizes from 1x1 to
+1080p, L1 and L2, apertures 3/5/7, swapped thresholds, OpenCV on 1 and 2 threads), and
+gdp.runtime.hysteresis, its flood-fill kernel, against connected components (scipy) and on its
+own terms: errors, in place or not, the disk cache a later process loads without compiling."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import cv2 as real
+import numpy as np
+import pytest
+import scipy.ndimage
+import skimage.data
+
+import gdp
+import gdp.cv2 as cv2
+from gdp.runtime import hysteresis as H
+from gdp.runtime.backends.tvm import kernels
+
+PHOTO_SIZE = (160, 120)  # cv2's (width, height): one compiled program for every photo
+
+
+@pytest.fixture(autouse=True)
+def _strict(monkeypatch):
+    """Every call runs gdp's kernels: a fallthrough to OpenCV would compare OpenCV to itself."""
+    monkeypatch.setenv("GDP_CV2_STRICT", "1")
+
+
+@pytest.fixture(scope="module")
+def gray_photos() -> dict[str, np.ndarray]:
+    out = {}
+    for name in ("astronaut", "camera", "coffee", "chelsea"):
+        image = getattr(skimage.data, name)()
+        if image.ndim == 3:
+            image = real.cvtColor(image, real.COLOR_RGB2GRAY)
+        out[name] = real.resize(image, PHOTO_SIZE, interpolation=real.INTER_AREA)
+    return out
+
+
+def _random(shape, seed=0) -> np.ndarray:
+    """Smoothed noise: edges of every direction and strength, rather than all-strong noise."""
+    noise = np.random.default_rng(seed).integers(0, 256, shape, dtype=np.uint8)
+    return real.GaussianBlur(noise, (3, 3), 0)
+
+
+def _assert_same(got: np.ndarray, want: np.ndarray, what: str) -> None:
+    assert got.dtype == want.dtype and got.shape == want.shape, what
+    differ = int(np.count_nonzero(got != want))
+    assert differ == 0, f"{what}: {differ} of {want.size} pixels differ from cv2.Canny"
+
+
+# Thresholds in each aperture's gradient units (7's gradients are 16x 3's).
+THRESHOLDS = {3: (50, 150), 5: (200, 600), 7: (1500, 4500)}
+
+
+# Each (aperture, L2) compiles a program of its own (5-15 s).
+@pytest.mark.parametrize(
+    "aperture, l2",
+    [
+        (3, False),
+        (3, True),
+        (5, False),
+        pytest.param(5, True, marks=pytest.mark.slow),
+        pytest.param(7, False, marks=pytest.mark.slow),
+        pytest.param(7, True, marks=pytest.mark.slow),
+    ],
+)
+def test_photos_and_noise_every_aperture(gray_photos, aperture, l2):
+    low, high = THRESHOLDS[aperture]
+    images = dict(gray_photos, noise=_random(gray_photos["camera"].shape))
+    for name, image in images.items():
+        for t1, t2 in ((low, high), (high, low), (low / 3, high / 2)):
+            want = real.Canny(image, t1, t2, apertureSize=aperture, L2gradient=l2)
+            got = cv2.Canny(image, t1, t2, apertureSize=aperture, L2gradient=l2)
+            _assert_same(got, want, f"{name} {t1}/{t2} aperture {aperture} L2={l2}")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_opencv_threads_do_not_change_its_edges(gray_photos, threads):
+    before = real.getNumThreads()
+    real.setNumThreads(threads)
+    try:
+        for name, image in gray_photos.items():
+            _assert_same(cv2.Canny(image, 50, 150), real.Canny(image, 50, 150), name)
+    finally:
+        real.setNumThreads(before)
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (1, 1),
+        (2, 3),
+        (3, 2),
+        (1, 9),
+        (7, 5),
+        (31, 37),
+        (1080, 1920),
+    ],
+    ids=str,
+)
+def test_sizes(shape):
+    """From one pixel (never an edge: OpenCV's magnitudes outside the image are 0 and a lone
+    pixel's gradient is 0) to 1080p; odd and prime sides; edges that touch the image's border."""
+    h, w = shape
+    photo = real.cvtColor(skimage.data.astronaut(), real.COLOR_RGB2GRAY)
+    images = {
+        "photo": real.resize(photo, (w, h), interpolation=real.INTER_AREA),
+        "noise": _random(shape, seed=h * w),
+        "stripes": np.tile(np.array([0, 0, 255, 255], np.uint8), (h, w // 4 + 1))[:, :w].copy(),
+    }
+    for name, image in images.items():
+        for t1, t2 in ((50, 150), (150, 50), (1, 2)):
+            _assert_same(cv2.Canny(image, t1, t2), real.Canny(image, t1, t2), f"{name} {t1}/{t2}")
+
+
+def test_colour_and_dst(gray_photos):
+    rgb = real.resize(skimage.data.chelsea(), PHOTO_SIZE, interpolation=real.INTER_AREA)
+    _assert_same(cv2.Canny(rgb, 60, 180), real.Canny(rgb, 60, 180), "colour")
+    image = gray_photos["coffee"]
+    dst = np.full(image.shape, 7, np.uint8)
+    out = cv2.Canny(image, 50, 150, dst)
+    assert out is dst
+    _assert_same(dst, real.Canny(image, 50, 150), "dst")
+
+
+def test_a_larger_image_than_the_kernel_indexes_falls_through(monkeypatch):
+    image = _random((9, 8))
+    monkeypatch.setattr(H, "MAX_PIXELS", 50)
+    with pytest.raises(cv2.FallthroughError, match="pixels"):
+        cv2.Canny(image, 50, 150)
+    monkeypatch.delenv("GDP_CV2_STRICT")
+    _assert_same(cv2.Canny(image, 50, 150), real.Canny(image, 50, 150), "fallthrough")
+
+
+# -- the kernel on its own -------------------------------------------------------------------
+
+
+def _components(candidates: np.ndarray, strong: np.ndarray) -> np.ndarray:
+    """The oracle: 8-connected components of the candidates that hold a strong candidate."""
+    labels, _ = scipy.ndimage.label(candidates > 0, structure=np.ones((3, 3), int))
+    keep = np.unique(labels[(candidates > 0) & (strong > 0)])
+    keep = keep[keep > 0]
+    return np.where(np.isin(labels, keep), np.uint8(255), np.uint8(0))
+
+
+def _maps(levels) -> tuple[np.ndarray, np.ndarray]:
+    """Candidates and strong maps from a level map (0 none, 1 weak, 2 strong)."""
+    levels = np.asarray(levels, np.uint8)
+    return (levels > 0).astype(np.uint8), (levels == 2).astype(np.uint8)
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [(1, 1), (1, 2), (2, 1), (2, 3), (3, 3), (1, 97), (97, 1), (13, 17), (64, 64), (480, 641)],
+    ids=str,
+)
+def test_hysteresis_is_connected_components(shape):
+    rng = np.random.default_rng(sum(shape))
+    for density in (0.2, 0.45, 0.7, 1.0):
+        candidates = (rng.random(shape) < density).astype(np.uint8)
+        strong = candidates & (rng.random(shape) < 0.02)
+        before = candidates.copy(), strong.copy()
+        got = H.hysteresis(candidates, strong)
+        np.testing.assert_array_equal(candidates, before[0])  # inputs left as they were
+        np.testing.assert_array_equal(strong, before[1])
+        want = _components(candidates, strong)
+        np.testing.assert_array_equal(got, want, err_msg=f"density {density}")
+        # A strong pixel that is no candidate starts nothing.
+        stray = strong | ((candidates == 0) & (rng.random(shape) < 0.05))
+        np.testing.assert_array_equal(H.hysteresis(candidates, stray), want)
+
+
+def test_hysteresis_long_paths_and_full_images():
+    """A spiral one pixel wide (the deepest flood), every pixel a candidate, every pixel strong,
+    no strong pixel at all, seeds past the last 8-byte word."""
+    n = 257
+    spiral = np.zeros((n, n), np.uint8)
+    top, left, bottom, right = 0, 0, n - 1, n - 1
+    while top <= bottom and left <= right:
+        spiral[top, left : right + 1] = 1
+        spiral[top : bottom + 1, right] = 1
+        spiral[bottom, left : right + 1] = 1
+        spiral[top + 2 : bottom + 1, left] = 1
+        top, left, bottom, right = top + 2, left + 2, bottom - 2, right - 2
+    spiral[n // 2, n // 2] = 2
+    for levels in (
+        spiral,
+        np.ones((50, 60), np.uint8),
+        np.full((50, 60), 2, np.uint8),
+        np.pad(np.full((3, 3), 2, np.uint8), 4, constant_values=1),
+        np.zeros((9, 9), np.uint8),
+        [[1, 1, 1], [1, 1, 1], [1, 1, 2]],
+        [[2]],
+        [[0, 0, 0, 0, 0, 0, 0, 2, 1, 0, 1]],
+    ):
+        candidates, strong = _maps(levels)
+        np.testing.assert_array_equal(
+            H.hysteresis(candidates, strong), _components(candidates, strong)
+        )
+
+
+def test_hysteresis_out_and_views():
+    levels = np.zeros((20, 30), np.uint8)
+    levels[5, 3:20] = 1
+    levels[5, 10] = 2
+    levels[15, 0:5] = 1
+    candidates, strong = _maps(levels)
+    want = _components(candidates, strong)
+    out = np.full(levels.shape, 9, np.uint8)
+    assert H.hysteresis(candidates, strong, out) is out
+    np.testing.assert_array_equal(out, want)
+    # Views that are not contiguous, and data at odd addresses.
+    np.testing.assert_array_equal(
+        H.hysteresis(np.asfortranarray(candidates), strong[::1, ::1]), want
+    )
+    odd = [np.empty(levels.size + 1, np.uint8)[1:].reshape(levels.shape) for _ in range(3)]
+    odd[0][...], odd[1][...] = candidates, strong
+    assert H.hysteresis(odd[0], odd[1], odd[2]) is odd[2]
+    np.testing.assert_array_equal(odd[2], want)
+    empty = np.zeros((0, 5), np.uint8)
+    assert H.hysteresis(empty, empty).shape == (0, 5)
+
+
+@pytest.mark.parametrize(
+    "candidates, strong, message",
+    [
+        ([[0, 1]], np.zeros((1, 2), np.uint8), "candidates must be a numpy array"),
+        (np.zeros((3, 3), np.int32), np.zeros((3, 3), np.uint8), "2-D uint8"),
+        (np.zeros((3, 3), np.uint8), np.zeros((3, 3, 1), np.uint8), "strong must be a 2-D"),
+        (np.full((3, 3), 255, np.uint8), np.zeros((3, 3), np.uint8), "holds 255"),
+        (np.zeros((3, 3), np.uint8), np.full((3, 3), 2, np.uint8), "strong holds 2"),
+        (np.zeros((3, 3), np.uint8), np.zeros((3, 4), np.uint8), "differ in shape"),
+    ],
+)
+def test_hysteresis_refuses_what_are_no_maps(candidates, strong, message):
+    with pytest.raises(gdp.InputError, match=message):
+        H.hysteresis(candidates, strong)
+
+
+@pytest.mark.parametrize(
+    "out",
+    [np.zeros((3, 4), np.uint8), np.zeros((3, 3), np.int16), np.zeros((3, 6), np.uint8)[:, ::2]],
+)
+def test_hysteresis_refuses_an_out_it_cannot_fill(out):
+    maps = np.zeros((3, 3), np.uint8)
+    with pytest.raises(gdp.OutputBufferError, match="out must be"):
+        H.hysteresis(maps, maps, out)
+    readonly = np.zeros((3, 3), np.uint8)
+    readonly.flags.writeable = False
+    with pytest.raises(gdp.OutputBufferError, match="read-only"):
+        H.hysteresis(maps, maps, readonly)
+
+
+def test_a_later_process_loads_the_kernel_without_compiling(tmp_path, monkeypatch):
+    monkeypatch.setenv("GDP_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(kernels, "_loaded", {})
+    candidates, strong = _maps([[2, 1, 0], [0, 0, 1], [1, 0, 0]])
+    want = H.hysteresis(candidates, strong)
+    assert [p for p in tmp_path.iterdir() if not p.name.startswith(".")], "nothing cached"
+    script = textwrap.dedent(
+        f"""
+        import numpy as np, tvm
+
+        def refuse(*args, **kwargs):
+            raise AssertionError("compiled again")
+
+        tvm.compile = refuse
+        tvm.script.from_source = refuse
+        from gdp.runtime.hysteresis import hysteresis
+
+        candidates = np.array({candidates.tolist()}, np.uint8)
+        strong = np.array({strong.tolist()}, np.uint8)
+        print(hysteresis(candidates, strong).tolist())
+        """
+    )
+    env = dict(os.environ, GDP_CACHE_DIR=str(tmp_path))
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == str(want.tolist())
