@@ -240,7 +240,9 @@ def canny_candidates(
 
 def hysteresis_step(candidates: tf.Tensor, strong: tf.Tensor, steps: int = 1) -> tf.Tensor:
     """`steps` rounds of hysteresis: every candidate 8-connected to a strong pixel becomes
-    strong. Repeated until nothing changes, it is Canny's edge tracking (uint8 0/1 maps).
+    strong. Repeated until nothing changes, it is Canny's edge tracking (uint8 0/1 maps): the
+    dense form, for a program that must hold hysteresis as a graph (gdp.cv2.Canny and
+    samples/canny.py run gdp.runtime.hysteresis's serial flood fill instead).
 
     Both maps are padded with zeros once, `steps` pixels deep (no pixel outside the image is a
     candidate), and each round works on a region one pixel smaller on every side than the last:

@@ -16,15 +16,13 @@ import numpy as np
 
 from gdp.errors import InputError, OutputBufferError
 
-EDGE = 255
-
 # The kernel. It first writes a level map into the output, 0 (no candidate), 1 (a weak
 # candidate) or 2 (a strong one), and works on it in place from there. The scan for strong
 # pixels reads the map 8 bytes at a time (a word with no byte equal to 2 is skipped; the bytes
 # past the last whole word are read one by one), and keeps the row of the pixel it is at without
 # dividing. A pixel reached is set to 255 as it is pushed, so each is pushed once: the stack
-# holds at most every pixel, as (row, column). Pixels off the image's border take a path without
-# bounds checks. A last pass sets every pixel that is not 255 to 0.
+# holds at most every pixel, as (row, column). A pixel not on the image's border has its
+# neighbours looked at without bounds checks. A last pass sets every pixel that is not 255 to 0.
 _FLOOD = """\
 if flat[{p}] == T.uint8(2):
     while {p} >= row[1] + w:
@@ -113,7 +111,7 @@ def hysteresis(
 MAX_PIXELS = (1 << 30) - 1
 
 
-def _map(name: str, array) -> np.ndarray:
+def _map(name: str, array, check: bool) -> np.ndarray:
     if not isinstance(array, np.ndarray):
         raise InputError(f"hysteresis: {name} must be a numpy array, got {type(array).__name__}")
     if array.dtype != np.uint8 or array.ndim != 2:
@@ -121,18 +119,22 @@ def _map(name: str, array) -> np.ndarray:
             f"hysteresis: {name} must be a 2-D uint8 map of 0 and 1, got {array.dtype}"
             f"{list(array.shape)}"
         )
-    if array.size and int(array.max()) > 1:
+    if check and array.size and int(array.max()) > 1:
         raise InputError(f"hysteresis: {name} holds {int(array.max())}; expected only 0 and 1")
     return np.ascontiguousarray(array)
 
 
 def hysteresis(
-    candidates: np.ndarray, strong: np.ndarray, out: np.ndarray | None = None
+    candidates: np.ndarray, strong: np.ndarray, out: np.ndarray | None = None, *, check: bool = True
 ) -> np.ndarray:
     """cv2.Canny's edges (uint8 0/255) from its candidate and strong maps (2-D uint8 0/1 of one
     shape; see the module), written into `out` when it is given (a writeable, C-contiguous
-    uint8 array of that shape) and returned."""
-    candidates, strong = _map("candidates", candidates), _map("strong", strong)
+    uint8 array of that shape) and returned.
+
+    `check=False` skips reading the maps once more to refuse values other than 0 and 1, for maps
+    that hold no others by construction (gdp's own programs'). The kernel stays memory-safe on
+    any values; on others than 0 and 1 its edges are not Canny's."""
+    candidates, strong = _map("candidates", candidates, check), _map("strong", strong, check)
     if candidates.shape != strong.shape:
         raise InputError(
             f"hysteresis: candidates {list(candidates.shape)} and strong"
@@ -180,7 +182,8 @@ def _run(candidates: np.ndarray, strong: np.ndarray, out: np.ndarray) -> np.ndar
 
     kernel = host_kernel("hysteresis", SOURCE)
     stack = np.empty(2 * out.size, np.int32)
-    # numpy aligns data to 16 bytes at most; the kernel's buffers ask for their element's.
+    # numpy's data need not be 64-byte aligned (TVM's default): the kernel's buffers ask only
+    # for their element's alignment.
     kernel(
         *(tvm_ffi.from_dlpack(a, require_contiguous=True) for a in (candidates, strong, out, stack))
     )

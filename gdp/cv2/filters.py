@@ -795,5 +795,6 @@ def Canny(image, threshold1, threshold2, edges=None, apertureSize=3, L2gradient=
         and edges.flags.c_contiguous
         and edges.flags.writeable
     ):
-        return hysteresis.hysteresis(candidates, strong, edges)  # OpenCV's dst=, in place
-    return common.finish(hysteresis.hysteresis(candidates, strong), edges)
+        # OpenCV's dst=, filled in place. The maps are the program's 0/1 casts: not checked.
+        return hysteresis.hysteresis(candidates, strong, edges, check=False)
+    return common.finish(hysteresis.hysteresis(candidates, strong, check=False), edges)

@@ -21,7 +21,9 @@ LIBRARY = "kernel.so"
 # Bump when the layout of an entry changes.
 _FORMAT = 1
 
-_loaded: dict[str, tuple[tvm.runtime.Module, tvm.runtime.Function]] = {}
+# (name, source) -> the library and its function, once loaded: a call after the first hashes
+# nothing.
+_loaded: dict[tuple[str, str], tuple[tvm.runtime.Module, tvm.runtime.Function]] = {}
 _lock = threading.Lock()
 
 
@@ -51,33 +53,39 @@ def _compile(name: str, source: str, target: tvm.target.Target, directory: Path)
 def host_kernel(name: str, source: str, cache: DiskCache | None = None) -> tvm.runtime.Function:
     """The function `name` compiled from `source` (TVMScript of one `T.prim_func`, which may
     refer to `T`, tvm.script's tirx) for this machine's CPU: from this process, else from the
-    disk cache (GDP_CACHE_DIR, else ~/.cache/gdp), else compiled into it."""
-    target = host_target()
-    key = cache_key("gdp-tir-kernel", str(_FORMAT), name, source, str(target), tvm.__version__)
-    hit = _loaded.get(key)
+    disk cache (`cache`, else GDP_CACHE_DIR, else ~/.cache/gdp), else compiled into it."""
+    hit = _loaded.get((name, source))
     if hit is not None:
         return hit[1]
-    cache = cache if cache is not None else DiskCache(default_cache_dir())
     with _lock:
-        hit = _loaded.get(key)
-        if hit is not None:
-            return hit[1]
-        with cache.lock(key):
-            found = cache.lookup(key)
-            compiled = found is None
+        hit = _loaded.get((name, source))
+        if hit is None:
+            hit = _load(
+                name, source, cache if cache is not None else DiskCache(default_cache_dir())
+            )
+            _loaded[(name, source)] = hit
+    return hit[1]
+
+
+def _load(
+    name: str, source: str, cache: DiskCache
+) -> tuple[tvm.runtime.Module, tvm.runtime.Function]:
+    target = host_target()
+    key = cache_key("gdp-tir-kernel", str(_FORMAT), name, source, str(target), tvm.__version__)
+    with cache.lock(key):
+        found = cache.lookup(key)
+        compiled = found is None
+        if compiled:
+            found = cache.store(key, lambda d: _compile(name, source, target, d))
+        entry, _ = found
+        try:
+            library = tvm.runtime.load_module(str(entry / LIBRARY))
+        except Exception:
             if compiled:
-                found = cache.store(key, lambda d: _compile(name, source, target, d))
-            entry, _ = found
-            try:
-                library = tvm.runtime.load_module(str(entry / LIBRARY))
-            except Exception:
-                if compiled:
-                    raise
-                # Checksums matched but the library does not load (another toolchain wrote it):
-                # rebuild it rather than fail the caller.
-                cache.discard(key)
-                entry, _ = cache.store(key, lambda d: _compile(name, source, target, d))
-                library = tvm.runtime.load_module(str(entry / LIBRARY))
-        function = library[name]
-        _loaded[key] = (library, function)
-    return function
+                raise
+            # Checksums matched but the library does not load (another toolchain wrote it):
+            # rebuild it rather than fail the caller.
+            cache.discard(key)
+            entry, _ = cache.store(key, lambda d: _compile(name, source, target, d))
+            library = tvm.runtime.load_module(str(entry / LIBRARY))
+    return library, library[name]

@@ -20,6 +20,7 @@ import gdp
 import gdp.cv2 as cv2
 from gdp.runtime import hysteresis as H
 from gdp.runtime.backends.tvm import kernels
+from gdp.runtime.cache import DiskCache
 
 PHOTO_SIZE = (160, 120)  # cv2's (width, height): one compiled program for every photo
 
@@ -222,6 +223,7 @@ def test_hysteresis_out_and_views():
     odd[0][...], odd[1][...] = candidates, strong
     assert H.hysteresis(odd[0], odd[1], odd[2]) is odd[2]
     np.testing.assert_array_equal(odd[2], want)
+    np.testing.assert_array_equal(H.hysteresis(candidates, strong, check=False), want)
     empty = np.zeros((0, 5), np.uint8)
     assert H.hysteresis(empty, empty).shape == (0, 5)
 
@@ -256,6 +258,14 @@ def test_hysteresis_refuses_an_out_it_cannot_fill(out):
         H.hysteresis(maps, maps, readonly)
 
 
+def test_a_kernel_tvm_cannot_compile_is_a_compile_error_and_caches_nothing(tmp_path):
+    with pytest.raises(gdp.CompileError, match="'broken'"):
+        kernels.host_kernel(
+            "broken", "@T.prim_func\ndef broken(a: T.handle):\n    x = y\n", DiskCache(tmp_path)
+        )
+    assert not [p for p in tmp_path.iterdir() if not p.name.startswith(".")]
+
+
 def test_a_later_process_loads_the_kernel_without_compiling(tmp_path, monkeypatch):
     monkeypatch.setenv("GDP_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(kernels, "_loaded", {})
@@ -276,6 +286,9 @@ def test_a_later_process_loads_the_kernel_without_compiling(tmp_path, monkeypatc
         candidates = np.array({candidates.tolist()}, np.uint8)
         strong = np.array({strong.tolist()}, np.uint8)
         print(hysteresis(candidates, strong).tolist())
+        import sys
+
+        assert "tensorflow" not in sys.modules
         """
     )
     env = dict(os.environ, GDP_CACHE_DIR=str(tmp_path))
