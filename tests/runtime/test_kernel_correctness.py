@@ -304,3 +304,19 @@ def test_cubic_resize_of_inexact_scales_refused():
     )
     with pytest.raises(gdp.UnsupportedOpError, match="cubic resize"):
         gdp.compile(model, target="cpu")
+
+
+def test_checked_gathers_from_tables_of_different_sizes():
+    """Two gathers with run-time indices from constant tables of one dtype and different sizes
+    (gdp.cv2's uint8 BGR2Lab reads a 256- and a 3072-entry table): each gets a check of its own
+    table's extent (one shared check kernel was called with the wrong table shape)."""
+    small = h.make_tensor("small", T.FLOAT, [256], np.linspace(0, 1, 256, dtype=np.float32))
+    large = h.make_tensor("large", T.FLOAT, [3072], np.linspace(2, 3, 3072, dtype=np.float32))
+    nodes = [
+        h.make_node("Gather", ["small", "i"], ["a"], axis=0),
+        h.make_node("Gather", ["large", "i"], ["b"], axis=0),
+        h.make_node("Add", ["a", "b"], ["y"]),
+    ]
+    model = _model(nodes, [_vi("i", [5], T.INT64)], [_vi("y", [5])], [small, large])
+    feeds = {"i": np.array([0, 255, -1, 7, -256])}
+    np.testing.assert_array_equal(_gdp(model, feeds), _oracle(model, feeds))

@@ -488,7 +488,10 @@ def _inline_producers(sch: tvm.s_tir.Schedule) -> list:
                 _is_stencil_source(sch, block)
                 or (not movement and (_reused(sch, block) or _gathered(sch, block)))
             ):
-                with contextlib.suppress(tvm.s_tir.ScheduleError):
+                # TVM's inliner refuses some producers with a TypeError of its own instead
+                # of a ScheduleError (int32 gather indices substituted into int64 loop
+                # arithmetic: a resize inside a gdp.cv2.chain): that producer stays stored.
+                with contextlib.suppress(tvm.s_tir.ScheduleError, TypeError):
                     sch.compute_inline(block)
                     changed = True
                     break

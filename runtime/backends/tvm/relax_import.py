@@ -593,7 +593,8 @@ class _CheckedIndexMutator(relax.PyExprMutator):
         return None
 
     def _checker(self, op: str, data, indices, axes: list[int], source) -> tvm.ir.GlobalVar:
-        key = (op, str(indices.ty), str(data.ty.dtype), data.ty.ndim, tuple(axes), source)
+        # The data's whole type: a static extent is part of the kernel's signature.
+        key = (op, str(indices.ty), str(data.ty), tuple(axes), source)
         if key not in self.checkers:
             func = _index_check(op, indices.ty, data.ty, axes, source)
             self.checkers[key] = self.builder_.add_func(func, "gdp_check_indices")
