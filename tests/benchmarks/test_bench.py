@@ -4,9 +4,12 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests import ROOT
 
 
+@pytest.mark.slow  # 33 s on 2 cores: every workload compiled and run against its peers
 def test_gdp_bench_writes_json_and_markdown(tmp_path):
     out = subprocess.run(
         [

@@ -51,8 +51,17 @@ def relative_error(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.abs(got - want).sum() / scale) if scale else float(np.abs(got).sum())
 
 
-@pytest.mark.parametrize("arithmetic", ["fp32", "fp16"])
-@pytest.mark.parametrize("name", ["tone", "gaussian", "sharpness", "mean_std", "knn"])
+@pytest.mark.parametrize(
+    ("name", "arithmetic"),
+    [
+        (name, arithmetic)
+        if (name, arithmetic) != ("mean_std", "fp32")
+        # 28 s of compiling on 2 cores; mean_std's fp16 arithmetic stays in the default run
+        else pytest.param(name, arithmetic, marks=pytest.mark.slow)
+        for name in ["tone", "gaussian", "sharpness", "mean_std", "knn"]
+        for arithmetic in ["fp32", "fp16"]
+    ],
+)
 def test_workloads_in_fp16_stay_finite_and_within_the_thesis_errors(name, arithmetic):
     module = importlib.import_module(name)
     fp16 = gdp.compile(module.program, target="cpu", precision="fp16", fp16_arithmetic=arithmetic)

@@ -96,11 +96,11 @@ def test_opencv_threads_do_not_change_its_edges(gray_photos, threads):
     [
         (1, 1),
         (2, 3),
-        (3, 2),
-        (1, 9),
+        pytest.param((3, 2), marks=pytest.mark.slow),  # each size compiles its own prepare
+        pytest.param((1, 9), marks=pytest.mark.slow),
         (7, 5),
         (31, 37),
-        (1080, 1920),
+        pytest.param((1080, 1920), marks=pytest.mark.slow),  # 1080p: tests/samples' canny
     ],
     ids=str,
 )
