@@ -470,7 +470,7 @@ def min_extents(mod: tvm.IRModule) -> tuple[tvm.IRModule, list[list[int]]]:
         for axis, dim in enumerate(shape.values):
             if isinstance(dim, tvm.tirx.Var) and str(dim.name) in least:
                 found.append([index, axis, least[str(dim.name)]])
-    mod = mod.clone() if hasattr(mod, "clone") else mod
+    mod = mod.clone()  # the caller's module is left as it was
     mod["main"] = main.without_attr(MIN_EXTENTS_ATTR)
     return mod, found
 
