@@ -1,0 +1,89 @@
+"""`gdp serve`: Ray Serve on this machine (or a cluster given by address) serving one model."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Any
+
+from gdp.serving.codec import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_PIXELS
+from gdp.serving.deployment import DEFAULT_BATCH_WAIT_MS, DEFAULT_MAX_BATCH_SIZE, app
+
+APP_NAME = "gdp"
+
+
+def run(
+    model: Any,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    replicas: int = 1,
+    replica_cpus: float = 1.0,
+    max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+    batch_wait_ms: float = DEFAULT_BATCH_WAIT_MS,
+    target: str | None = None,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    channel_order: str = "rgb",
+    address: str | None = None,
+    num_cpus: int | None = None,
+    metrics_port: int | None = None,
+    block: bool = True,
+):
+    """Serve `model` over HTTP on host:port with Ray Serve and return the application's
+    DeploymentHandle (with `block`, first wait for Ctrl-C or SIGTERM, then shut Serve and
+    Ray down).
+
+    Ray is started here unless this process is connected already: a new local instance
+    (`num_cpus`, no dashboard; Ray's metrics on `metrics_port`, where Serve's own request,
+    latency and replica metrics and gdp's are exported for Prometheus), or the cluster at
+    `address` ("auto" for the one `ray start` made on this machine)."""
+    import ray
+    from ray import serve
+
+    started = False
+    if not ray.is_initialized():
+        init: dict[str, Any] = {"include_dashboard": False}
+        if address is not None:
+            init["address"] = address
+        else:
+            init["num_cpus"] = num_cpus
+            if metrics_port is not None:
+                init["_metrics_export_port"] = metrics_port
+        ray.init(**init)
+        started = True
+    serve.start(http_options={"host": host, "port": port})
+    handle = serve.run(
+        app(
+            model,
+            replicas=replicas,
+            num_cpus=replica_cpus,
+            target=target,
+            max_batch_size=max_batch_size,
+            batch_wait_ms=batch_wait_ms,
+            max_pixels=max_pixels,
+            max_body_bytes=max_body_bytes,
+            channel_order=channel_order,
+        ),
+        name=APP_NAME,
+        route_prefix="/",
+    )
+    if not block:
+        return handle
+    done = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: done.set())
+    print(
+        f"gdp serve: POST images to http://{host}:{port}/ (GET /metadata, /healthz); Ctrl-C stops",
+        flush=True,
+    )
+    try:
+        while not done.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        serve.shutdown()
+        if started:
+            ray.shutdown()
+    return handle
