@@ -264,3 +264,31 @@ def test_slices_from_the_ends_serve_shapes_above_their_least_extent(tmp_path):
     # One executable for every size from four rows; each shorter image compiled its own.
     assert report["builds"] == 4, report
     assert [s["img"] for s in report["shapes"][1:]] == [(1, 37), (2, 37), (3, 37)]
+
+
+@tf.function(input_signature=[tf.TensorSpec([None, None, 3], tf.float32, name="img")])
+def _reflect_pad_blur(img):
+    # A user's reflected pad (ONNX Pad reflect, TVM's mirror_pad), 3 before and 2 after each
+    # axis, then a stencil that reads it. TF refuses an axis of 3 or fewer: each side must be
+    # shorter than the axis.
+    padded = tf.pad(img, [[3, 2], [3, 2], [0, 0]], mode="REFLECT")
+    return padded[:-5, :-5] + padded[5:, 5:] * 2.0 + padded[2:-3, 3:-2]
+
+
+def test_a_reflected_pad_serves_long_enough_axes_and_refuses_short_ones(tmp_path):
+    model = gdp.compile(_reflect_pad_blur, target="cpu", cache_dir=tmp_path, specialize="never")
+    report = model.report()
+    assert report["shapes_mode"] == "generic", report["generic_error"]
+    # The pad's longer side (3) must be shorter than each axis.
+    assert report["generic_min_extents"] == {"img": {0: 4, 1: 4}}, report
+    for shape in [(4, 4), (5, 9), (97, 131), (481, 37)]:
+        _check(model, _reflect_pad_blur, _image(shape, np.float32), atol=1e-5)
+    assert model.report()["builds"] == 1
+    for shape in [(3, 40), (40, 2), (1, 1)]:
+        x = _image(shape, np.float32)
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            _reflect_pad_blur(x)  # the oracle refuses it too
+        with pytest.raises(gdp.InputError, match="reflected pad of 3 on axis [01]"):
+            model(x)
+    # Refused before anything was cached: a valid image still runs on the generic executable.
+    _check(model, _reflect_pad_blur, _image((6, 7), np.float32), atol=1e-5)

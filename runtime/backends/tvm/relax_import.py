@@ -13,7 +13,7 @@ import onnx
 import tvm
 from tvm import relax
 
-from gdp.errors import CompileError, UnsupportedOpError
+from gdp.errors import CompileError, InputError, UnsupportedOpError
 
 
 def import_onnx(model: onnx.ModelProto) -> tvm.IRModule:
@@ -32,7 +32,13 @@ def import_onnx(model: onnx.ModelProto) -> tvm.IRModule:
         where = printed.getvalue().strip().splitlines()
         at = f" ({where[0][:300]})" if where else ""
         raise CompileError(f"TVM's Relax ONNX importer failed: {err}{at}") from err
-    return tvm.transform.Sequential(IMPORT_PASSES)(mod)
+    mod = tvm.transform.Sequential(IMPORT_PASSES)(mod)
+    refused = mod["main"].attrs.get(REFUSED_ATTR) if mod["main"].attrs is not None else None
+    if refused:
+        # Raised here, not in the pass: TVM's pass infrastructure re-raises a Python exception
+        # from a pass as its own error type.
+        raise InputError(str(refused))
+    return mod
 
 
 def check_importable(model: onnx.ModelProto) -> None:
@@ -475,6 +481,123 @@ def min_extents(mod: tvm.IRModule) -> tuple[tvm.IRModule, list[list[int]]]:
     return mod, found
 
 
+@relax.transform.function_pass(opt_level=0, name="ReflectedPads")
+class ReflectedPads:
+    """A reflected pad (ONNX Pad mode="reflect", TF's MirrorPad REFLECT: TVM's importer writes
+    topi's mirror_pad) mirrors about the axis's ends, so it reads inside the axis only where the
+    axis is longer than each side's padding; topi's kernel checks nothing and reads past the
+    tensor where it is not (TF raises "paddings must be less than the dimension size").
+
+    A static extent too short: an InputError naming it, before anything compiles (the pass
+    writes it on `main` as REFUSED_ATTR, import_onnx raises it). A free one (shape-generic
+    models): its least extent recorded with InboundSlices' (MIN_EXTENTS_ATTR), so that a
+    shorter input compiles its own executable, which then refuses it."""
+
+    def transform_function(self, func, mod, ctx) -> relax.Function:
+        if not isinstance(func, relax.Function):
+            return func
+        minima: dict[str, int] = {}
+        if func.attrs is not None and MIN_EXTENTS_ATTR in func.attrs:
+            minima = {str(k): int(v) for k, v in func.attrs[MIN_EXTENTS_ATTR].items()}
+        found = dict(minima)
+        try:
+            for call in _mirror_pads(func, mod):
+                _reflected_pad_minima(call, mod[call.args[0]], found)
+        except InputError as err:
+            return func.with_attr(REFUSED_ATTR, str(err))
+        if found != minima and func.attrs is not None and "global_symbol" in func.attrs:
+            func = func.with_attr(MIN_EXTENTS_ATTR, found)
+        return func
+
+
+# The attribute of `main` that carries ReflectedPads' refusal of a static shape.
+REFUSED_ATTR = "gdp_refused"
+
+
+def _mirror_pads(func: relax.Function, mod: tvm.IRModule) -> list[relax.Call]:
+    calls = []
+
+    def visit(expr):
+        if (
+            isinstance(expr, relax.Call)
+            and getattr(expr.op, "name", "") == "relax.call_tir"
+            and isinstance(expr.args[0], tvm.ir.GlobalVar)
+            and expr.args[0].name_hint.startswith("mirror_pad")
+            and isinstance(mod[expr.args[0]], tvm.tirx.PrimFunc)
+        ):
+            calls.append(expr)
+
+    relax.analysis.post_order_visit(func, visit)
+    return calls
+
+
+def _reflected_pad_minima(call: relax.Call, prim: tvm.tirx.PrimFunc, minima: dict) -> None:
+    """Raise `minima` (free dimension's name -> least extent) to what each padded axis of this
+    mirror_pad call needs; an InputError where a static axis is too short."""
+    from tvm import tirx
+
+    (x,) = call.args[1].fields
+    shape = x.ty.shape if isinstance(x.ty, relax.TensorType) else None
+    out = call.ty.shape if isinstance(call.ty, relax.TensorType) else None
+    if not isinstance(shape, relax.ShapeExpr) or not isinstance(out, relax.ShapeExpr):
+        raise CompileError("a reflected pad of a tensor of unknown rank or shape")
+    before = _pad_befores(prim)
+    analyzer = tvm.sym.Analyzer()
+    for axis, (n, m) in enumerate(zip(shape.values, out.values, strict=True)):
+        total = analyzer.simplify(m - n)
+        if not isinstance(total, tirx.IntImm):
+            raise CompileError(f"a reflected pad whose axis {axis} grows by {total}")
+        if int(total) == 0:
+            continue
+        # Each side must be shorter than the axis (REFLECT); where topi's kernel does not show
+        # the side before, both sides are taken as the whole padding.
+        side = int(total) if axis not in before else max(before[axis], int(total) - before[axis])
+        need = side + 1
+        if isinstance(n, tirx.IntImm):
+            if int(n) < need:
+                raise InputError(
+                    f"a reflected pad of {side} on axis {axis} needs the axis longer than"
+                    f" {side}, got an extent of {int(n)} (TF: paddings must be less than the"
+                    " dimension size)"
+                )
+            continue
+        free = tirx.analysis.undefined_vars(n)
+        offset = analyzer.simplify(n - free[0]) if len(free) == 1 else None
+        if not isinstance(offset, tirx.IntImm):
+            raise CompileError(f"a reflected pad of an axis of extent {n}")
+        name = str(free[0].name)
+        minima[name] = max(minima.get(name, 0), need - int(offset))
+
+
+def _pad_befores(prim: tvm.tirx.PrimFunc) -> dict[int, int]:
+    """Each padded axis's padding before, read from topi's mirror_pad kernel (one block storing
+    x[indices]): its index on that axis is `i - before` inside the axis, under a test
+    `i < before`."""
+    from tvm import tirx
+
+    from gdp.runtime.backends.tvm.fusion import tir_operands
+
+    sch = tvm.s_tir.Schedule(prim)
+    blocks = sch.get_child_blocks(sch.get_sblock("root"))
+    if len(blocks) != 1:
+        return {}
+    block = sch.get(blocks[0])
+    iters = [iv.var for iv in block.iter_vars]
+    found: dict[int, int] = {}
+
+    def visit(e):
+        if isinstance(e, tirx.LT) and isinstance(e.b, tirx.IntImm):
+            for axis, v in enumerate(iters):
+                if e.a.same_as(v):
+                    found[axis] = int(e.b)
+        for child in tir_operands(e):
+            visit(child)
+
+    if isinstance(block.body, tirx.BufferStore):
+        visit(block.body.value)
+    return found
+
+
 # Relax's indexing ops -> the ONNX op TVM's importer writes each for.
 _INDEXED = {
     "relax.take": "Gather",
@@ -677,5 +800,12 @@ def _index_check(op: str, indices_ty, data_ty, axes: list[int], source) -> tvm.t
 
 
 # In the order the cpu backend has always applied them: min/max first, then the casts; the
-# slices of run-time extents last (shape-generic models only); the indices' checks after all.
-IMPORT_PASSES = [PairwiseMinMax(), PlainFloatToInt(), InboundSlices(), CheckedIndices()]
+# slices of run-time extents last (shape-generic models only), then the reflected pads' extents;
+# the indices' checks after all.
+IMPORT_PASSES = [
+    PairwiseMinMax(),
+    PlainFloatToInt(),
+    InboundSlices(),
+    ReflectedPads(),
+    CheckedIndices(),
+]
