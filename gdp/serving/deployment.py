@@ -103,13 +103,15 @@ class Preprocess:
     async def _run_batch(self, entries: list[list[np.ndarray]]) -> list:
         self._batch_sizes.observe(len(entries))
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._runner, self.stage.run, entries)
+        results = await loop.run_in_executor(self._runner, self.stage.run, entries)
+        return [(r, len(entries)) for r in results]
 
-    async def _outputs(self, arrays: list[np.ndarray]) -> dict[str, np.ndarray]:
-        result = await self._run_batch(arrays)
+    async def _outputs(self, arrays: list[np.ndarray]) -> tuple[dict[str, np.ndarray], int]:
+        """The outputs of one entry, and the size of the batch it ran in."""
+        result, size = await self._run_batch(arrays)
         if isinstance(result, Exception):
             raise result
-        return result
+        return result, size
 
     # -- composition: called through a DeploymentHandle ----------------------------------------
 
@@ -119,7 +121,8 @@ class Preprocess:
         raises RequestError (a gdp.InputError) in the caller."""
         loop = asyncio.get_running_loop()
         arrays = await loop.run_in_executor(self._decoders, self.stage.coerce, inputs)
-        return await self._outputs(arrays)
+        outputs, _ = await self._outputs(arrays)
+        return outputs
 
     def metadata(self) -> dict:
         doc = self.stage.metadata()
@@ -165,7 +168,7 @@ class Preprocess:
             arrays = await loop.run_in_executor(
                 self._decoders, self.stage.decode, body, request.headers.get("content-type", "")
             )
-            outputs = await self._outputs(arrays)
+            outputs, size = await self._outputs(arrays)
             content, media = encode_outputs(outputs, request.headers.get("accept", ""))
         except RequestError as err:
             return _error(err)
@@ -174,7 +177,8 @@ class Preprocess:
         except GdpError as err:
             log.warning("gdp preprocess: %s: %s", type(err).__name__, err)
             return _json({"error": f"{type(err).__name__}: {err}", "status": 500}, 500)
-        return Response(content, media_type=media)
+        # The size of the batch this request ran in (dynamic batching made visible).
+        return Response(content, media_type=media, headers={"X-Gdp-Batch-Size": str(size)})
 
     async def _body(self, request: Request) -> bytes:
         """The body, refused with 413 as soon as it passes max_body_bytes (Content-Length is
