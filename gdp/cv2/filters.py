@@ -273,7 +273,19 @@ def _pad_axis_any_size(x, axis: int, before: int, after: int, border: int):
 
 def _pad_any_size(x, top: int, bottom: int, left: int, right: int, border: int):
     """gdp.ops.border.pad for a filter's border (constant 0), on an image of any size larger
-    than the padding: gdp.ops.border needs static sizes."""
+    than the padding: gdp.ops.border needs static sizes.
+
+    BORDER_REFLECT_101 (OpenCV's default) and BORDER_CONSTANT are TF's own pads (ONNX Pad
+    reflect and constant): TVM computes them inside the stencil that reads them, where the
+    slices and concats below are kernels of their own that write the padded image out (2.5x
+    slower on a 1080p GaussianBlur). TF has no pad that replicates, and its SYMMETRIC
+    (BORDER_REFLECT) reaches ONNX as a scatter and compress graph: those two keep the slices."""
+    import tensorflow as tf
+
+    if border in (_cv2.BORDER_REFLECT_101, _cv2.BORDER_CONSTANT):
+        pads = [[top, bottom], [left, right]] + [[0, 0]] * (x.shape.rank - 2)
+        mode = "REFLECT" if border == _cv2.BORDER_REFLECT_101 else "CONSTANT"
+        return tf.pad(x, pads, mode=mode)
     rows = _pad_axis_any_size(x, 0, top, bottom, border)
     return _pad_axis_any_size(rows, 1, left, right, border)
 
