@@ -25,9 +25,14 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# Test processes (pytest-xdist): a compile runs on one core, so two keep both cores of the
+# 2-core machine the budget is set for busy; a test file runs whole in one process (its fixtures,
+# and the programs its tests share, are built once). TEST_WORKERS=0 runs in this process.
+TEST_WORKERS ?= 2
+
 # pytest exits 5 when it collected no test: that is a failure here, never a pass.
 test: lint
-	$(BIN)/python -m pytest; rc=$$?; \
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
 test-slow: install
