@@ -8,6 +8,7 @@ from typing import Any
 
 from gdp.serving.codec import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_PIXELS
 from gdp.serving.deployment import DEFAULT_BATCH_WAIT_MS, DEFAULT_MAX_BATCH_SIZE, app
+from gdp.serving.stage import load_model, model_source
 
 APP_NAME = "gdp"
 
@@ -28,6 +29,7 @@ def run(
     address: str | None = None,
     num_cpus: int | None = None,
     metrics_port: int | None = None,
+    check: bool = True,
     block: bool = True,
 ):
     """Serve `model` over HTTP on host:port with Ray Serve and return the application's
@@ -37,10 +39,17 @@ def run(
     Ray is started here unless this process is connected already: a new local instance
     (`num_cpus`, no dashboard; Ray's metrics on `metrics_port`, where Serve's own request,
     latency and replica metrics and gdp's are exported for Prometheus), or the cluster at
-    `address` ("auto" for the one `ray start` made on this machine)."""
+    `address` ("auto" for the one `ray start` made on this machine).
+
+    The model is read here (and shipped to the replicas, gdp.serving.stage.ModelSource); with
+    `check` it is also loaded here once before Ray starts: a model gdp cannot load fails now,
+    with its error, rather than in every replica, and the compiled code is in this machine's
+    cache when the replicas start. (Ray is started first: a child forked after gdp's kernels
+    ran and went idle hangs in TVM's thread-pool reset, see docs/serving.md.)"""
     import ray
     from ray import serve
 
+    source = model_source(model, target)
     started = False
     if not ray.is_initialized():
         init: dict[str, Any] = {"include_dashboard": False}
@@ -52,10 +61,17 @@ def run(
                 init["_metrics_export_port"] = metrics_port
         ray.init(**init)
         started = True
+    if check:  # after ray.init: Ray forks helper processes, which must not follow a gdp run
+        try:
+            load_model(source)
+        except Exception:
+            if started:
+                ray.shutdown()
+            raise
     serve.start(http_options={"host": host, "port": port})
     handle = serve.run(
         app(
-            model,
+            source,
             replicas=replicas,
             num_cpus=replica_cpus,
             target=target,
