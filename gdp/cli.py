@@ -54,6 +54,47 @@ def main(argv: list[str] | None = None) -> int:
         "? marks a free dimension: the shape-generic executable); default: the model's own",
     )
     exp.add_argument("-o", "--output", required=True, help="the bundle directory")
+    srv = sub.add_parser(
+        "serve",
+        help="serve a saved model, ONNX file or bundle over HTTP with Ray Serve: POST / an image"
+        " -> the outputs (needs gdp[serve]; docs/serving.md)",
+    )
+    srv.add_argument("model", help="a file written by Model.save, an ONNX file or a bundle dir")
+    srv.add_argument("--host", default="127.0.0.1")
+    srv.add_argument("--port", type=int, default=8000)
+    srv.add_argument("--replicas", type=int, default=1, help="copies of the model (default 1)")
+    srv.add_argument("--replica-cpus", type=float, default=1.0, help="Ray CPUs a replica holds")
+    srv.add_argument("--max-batch-size", type=int, default=8)
+    srv.add_argument(
+        "--batch-wait-ms",
+        type=float,
+        default=5.0,
+        help="the longest a request waits for its batch to fill (default 5)",
+    )
+    srv.add_argument("--target", default=None, choices=sorted(TARGETS))
+    srv.add_argument(
+        "--max-pixels",
+        type=int,
+        default=50_000_000,
+        help="images over this many pixels are refused from their header (default 50 Mpx)",
+    )
+    srv.add_argument("--max-body-bytes", type=int, default=256 * 2**20)
+    srv.add_argument(
+        "--channel-order",
+        default="rgb",
+        choices=["rgb", "bgr"],
+        help="what decoded images are given to the model as (default rgb)",
+    )
+    srv.add_argument(
+        "--address", default=None, help="join this Ray cluster (e.g. auto) instead of starting one"
+    )
+    srv.add_argument("--num-cpus", type=int, default=None, help="CPUs of a new local Ray")
+    srv.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="where a new local Ray exports its and Serve's metrics (Prometheus)",
+    )
     sub.add_parser(
         "bench",
         help="the side-by-side benchmark (needs a source checkout); "
@@ -80,6 +121,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.argv = [str(script), *rest]
         runpy.run_path(str(script), run_name="__main__")
         return 0
+
+    if args.command == "serve":
+        return _serve(args)
 
     if args.command == "calibrate" and args.cv2:
         from gdp.cv2 import calibration
@@ -134,6 +178,42 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gdp: {err}", file=sys.stderr)
         return 2
     print(json.dumps(model.report(), indent=2, default=str))
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    for name in ("replicas", "max_batch_size", "max_pixels", "max_body_bytes"):
+        if getattr(args, name) < 1:
+            print(f"gdp serve: --{name.replace('_', '-')} must be >= 1", file=sys.stderr)
+            return 2
+    if args.batch_wait_ms < 0 or args.replica_cpus < 0:
+        print("gdp serve: --batch-wait-ms and --replica-cpus must be >= 0", file=sys.stderr)
+        return 2
+    try:
+        from gdp.serving import server
+    except ModuleNotFoundError as err:
+        print(f"gdp serve needs Ray Serve: pip install 'gdp[serve]' ({err})", file=sys.stderr)
+        return 2
+    try:
+        server.run(
+            args.model,
+            host=args.host,
+            port=args.port,
+            replicas=args.replicas,
+            replica_cpus=args.replica_cpus,
+            max_batch_size=args.max_batch_size,
+            batch_wait_ms=args.batch_wait_ms,
+            target=args.target,
+            max_pixels=args.max_pixels,
+            max_body_bytes=args.max_body_bytes,
+            channel_order=args.channel_order,
+            address=args.address,
+            num_cpus=args.num_cpus,
+            metrics_port=args.metrics_port,
+        )
+    except gdp.GdpError as err:
+        print(f"gdp serve: {err}", file=sys.stderr)
+        return 2
     return 0
 
 
