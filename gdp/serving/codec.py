@@ -459,6 +459,10 @@ def decode_outputs(body: bytes, content_type: str, names: Sequence[str] = ()) ->
     main = content_type.split(";")[0].strip().lower()
     if main == JSON_TYPE:
         doc = json.loads(body)
+        if isinstance(doc.get("error"), str):
+            raise ValueError(
+                f"the server refused the request ({doc.get('status')}): {doc['error']}"
+            )
         return {
             k: np.array(v["data"], np.dtype(v["dtype"])).reshape(v["shape"]) for k, v in doc.items()
         }

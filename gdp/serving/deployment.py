@@ -144,7 +144,12 @@ class Preprocess:
         return response
 
     async def _http(self, request: Request) -> Response:
-        path = request.url.path.rstrip("/") or "/"
+        # The path under the application's route prefix (Serve sets it as the ASGI root_path).
+        path = request.scope.get("path", "/")
+        root = request.scope.get("root_path", "").rstrip("/")
+        if root and path.startswith(root):
+            path = path[len(root) :]
+        path = path.rstrip("/") or "/"
         method = request.method
         if path == "/healthz":
             if method != "GET":
