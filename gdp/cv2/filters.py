@@ -279,15 +279,26 @@ def _pad_any_size(x, top: int, bottom: int, left: int, right: int, border: int):
     reflect and constant): TVM computes them inside the stencil that reads them, where the
     slices and concats below are kernels of their own that write the padded image out (2.5x
     slower on a 1080p GaussianBlur). TF has no pad that replicates, and its SYMMETRIC
-    (BORDER_REFLECT) reaches ONNX as a scatter and compress graph: those two keep the slices."""
+    (BORDER_REFLECT) reaches ONNX as a scatter and compress graph: those two keep the slices.
+    So does an image computed inside a gdp.cv2.chain: TVM's importer converts Pad only where
+    its input's extents are known expressions, and after some ops (cvtColor's gray) they are
+    not; the slices take any."""
     import tensorflow as tf
 
-    if border in (_cv2.BORDER_REFLECT_101, _cv2.BORDER_CONSTANT):
+    if border in (_cv2.BORDER_REFLECT_101, _cv2.BORDER_CONSTANT) and _from_graph_input(x):
         pads = [[top, bottom], [left, right]] + [[0, 0]] * (x.shape.rank - 2)
         mode = "REFLECT" if border == _cv2.BORDER_REFLECT_101 else "CONSTANT"
         return tf.pad(x, pads, mode=mode)
     rows = _pad_axis_any_size(x, 0, top, bottom, border)
     return _pad_axis_any_size(rows, 1, left, right, border)
+
+
+def _from_graph_input(x) -> bool:
+    """Whether `x` is a graph's input, or a cast of one."""
+    op = x.op
+    while op.type in ("Cast", "Identity") and op.inputs:
+        op = op.inputs[0].op
+    return op.type == "Placeholder"
 
 
 def _weighted_taps(padded, weights, axis: int):

@@ -101,7 +101,7 @@ def schedule(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
                 # parametric schedule, strips and vectors sized from the run-time extents.
                 sch = _schedule_symbolic(func, cores)
                 if sch is not None:
-                    scheduled[gvar] = _partition_borders(sch.mod["main"])
+                    scheduled[gvar] = _serial_when_small(_partition_borders(sch.mod["main"]))
                     continue
         except (tvm.error.InternalError, tvm.s_tir.ScheduleError) as err:
             # A schedule primitive refused a kernel shape gdp's heuristics did not foresee
@@ -117,7 +117,7 @@ def schedule(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
         if sch is not None:
             scheduled[gvar] = sch.mod["main"]
     for gvar, func in scheduled.items():
-        mod[gvar] = func
+        mod[gvar] = _serial_when_small(func)
     return mod
 
 
@@ -160,6 +160,7 @@ def _schedule_symbolic(func: tvm.tirx.PrimFunc, cores: int) -> tvm.s_tir.Schedul
             # As in _schedule_reductions: a block outside any loop (a mean's division) makes
             # rfactor fail on its sibling (TVM's BlockReplacer check).
             sch.add_unit_loop(block)
+    per_pixel = []
     for block in sch.get_child_blocks(sch.get_sblock("root")):
         loops = sch.get_loops(block)
         stmt = sch.get(block)
@@ -168,36 +169,93 @@ def _schedule_symbolic(func: tvm.tirx.PrimFunc, cores: int) -> tvm.s_tir.Schedul
         spatial = leading_spatial_axes(stmt)
         if spatial is None:
             spatial = len(loops) if _is_spatial(sch, block) else 0
+        if 0 < spatial < len(loops) and _per_pixel_reduction(sch, block, spatial):
+            per_pixel.append((block, spatial))
+            continue
         if spatial < len(loops) and _symbolic_partials(sch, block, spatial, cores):
             continue
         if spatial == 0:
             continue
-        whole_row = spatial == len(loops)
-        if whole_row and spatial >= 2:
-            last = sch.get(loops[-1]).extent
-            channel = _is_static(last) and int(last) <= MAX_CHANNELS and spatial >= 3
-            inner = 2 if channel else 1
-            outer, row = loops[: spatial - inner], loops[spatial - inner : spatial]
-        else:
-            outer, row = loops[:spatial], []
-        if outer:
-            fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
-            if _is_static(sch.get(fused).extent):
-                sch.parallel(fused)
-            else:
-                strip, _ = sch.split(fused, [STRIPS_PER_CORE * cores, None])
-                sch.parallel(strip)
-        if row:
-            fused_row = sch.fuse(*row) if len(row) > 1 else row[0]
-            extent = sch.get(fused_row).extent
-            if _is_static(extent):
-                _vectorize_row(sch, [fused_row])
-            # A row of run-time length is left a plain loop: LLVM's loop vectorizer gives it
-            # whole vectors and a scalar tail sized at run time. Split into vectors here, its
-            # last vector would run under a guard on every lane, which TVM's vectorizer turns
-            # back into scalar code (4x slower on a 1080p elementwise kernel; the plain loop
-            # ran within 10% of the specialised kernel).
+        _symbolic_rows(sch, block, spatial, cores)
+    for block, spatial in per_pixel:
+        # Computed where its one consumer reads it, pixel by pixel, its few terms unrolled: a
+        # pass of its own over every pixel (its outputs fused into one loop of run-time length,
+        # indices divided by the run-time width) wrote an int32 image the consumer read back
+        # (a 1080p BGR2GRAY 2.6 ms).
+        (consumer,) = sch.get_consumers(block)
+        try:
+            sch.compute_at(block, sch.get_loops(consumer)[-1], preserve_unit_loops=False)
+        except (tvm.error.InternalError, tvm.s_tir.ScheduleError):
+            _symbolic_rows(sch, block, spatial, cores)
+            continue
+        for loop in sch.get_loops(block)[len(sch.get_loops(consumer)) :]:
+            sch.unroll(loop)
     return sch
+
+
+# The most terms of a reduction computed per pixel where its consumer reads it.
+PER_PIXEL_TERMS = 16
+
+
+def _per_pixel_reduction(sch: tvm.s_tir.Schedule, block, spatial: int) -> bool:
+    """A reduction over a few static terms per output (a weighted sum of a pixel's channels),
+    read by one spatial consumer over the same outputs."""
+    stmt = sch.get(block)
+    terms = [iv.dom.extent for iv in stmt.iter_vars[spatial:]]
+    if not all(_is_static(t) for t in terms) or math.prod(int(t) for t in terms) > PER_PIXEL_TERMS:
+        return False
+    consumers = sch.get_consumers(block)
+    return len(consumers) == 1 and _is_spatial(sch, consumers[0])
+
+
+def _symbolic_rows(sch: tvm.s_tir.Schedule, block, spatial: int, cores: int) -> None:
+    """_schedule_symbolic's schedule of one block: its outer spatial loops in parallel strips,
+    its row a plain loop (channels unrolled) or, of static length, vectorised."""
+    loops = sch.get_loops(block)
+    stmt = sch.get(block)
+    whole_row = spatial == len(loops)
+    if whole_row and spatial >= 2:
+        last = sch.get(loops[-1]).extent
+        channel = _is_static(last) and int(last) <= MAX_CHANNELS and spatial >= 3
+        inner = 2 if channel else 1
+        outer, row = loops[: spatial - inner], loops[spatial - inner : spatial]
+        if channel and not _reads_borders(stmt, spatial - 2):
+            # The row's pixels a plain loop and its channels unrolled inside it, not one
+            # loop of pixels x channels: in that loop every index is j // channels and
+            # j % channels, and a value chosen by channel (a channel swap, a flip: slices
+            # and a concat) an if_then_else on j % channels, which LLVM leaves scalar (a
+            # 1080p BGR2RGB 7.3 ms, unrolled 0.37 ms). Rows that read through border
+            # conditions stay one loop, which _partition_borders cuts.
+            row = []
+            sch.unroll(loops[-1])
+    else:
+        outer, row = loops[:spatial], []
+    if outer:
+        fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
+        if _is_static(sch.get(fused).extent):
+            sch.parallel(fused)
+        else:
+            strip, _ = sch.split(fused, [STRIPS_PER_CORE * cores, None])
+            sch.parallel(strip)
+    if row:
+        fused_row = sch.fuse(*row) if len(row) > 1 else row[0]
+        extent = sch.get(fused_row).extent
+        if _is_static(extent):
+            _vectorize_row(sch, [fused_row])
+        # A row of run-time length is left a plain loop: LLVM's loop vectorizer gives it
+        # whole vectors and a scalar tail sized at run time. Split into vectors here, its
+        # last vector would run under a guard on every lane, which TVM's vectorizer turns
+        # back into scalar code (4x slower on a 1080p elementwise kernel; the plain loop
+        # ran within 10% of the specialised kernel).
+
+
+def _reads_borders(stmt, axis: int) -> bool:
+    """Whether a spatial block's value reads through border conditions on its `axis`-th
+    variable (a pad inlined into a stencil: _partition_borders cuts such rows)."""
+    store = stmt.body
+    if not isinstance(store, tvm.tirx.BufferStore):
+        return True
+    return bool(_border_conditions(store.value, stmt.iter_vars[axis].var))
 
 
 # Partial results of a reduction over a run-time extent with few outputs (_symbolic_partials).
@@ -1061,6 +1119,80 @@ def _uses(expr, var) -> bool:
 
 # The widest border (in pixels) a row is partitioned by (_partition_borders): a stencil's halo.
 MAX_BORDER = 16
+
+
+# Outputs of fewer elements than this run a shape-generic kernel on the calling thread alone.
+SERIAL_BELOW = 1 << 16
+# The attribute _serial_when_small leaves on a kernel it has seen.
+SERIAL_ATTR = "gdp_serial_when_small"
+
+
+def _serial_when_small(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
+    """`func` run on the calling thread alone where every buffer it reads or writes has fewer
+    than SERIAL_BELOW elements (a reduction of a large image to a few numbers stays parallel): a
+    parallel loop wakes TVM's thread pool on every call, and on a small image that costs more
+    than the work (an 8x8 BGR2RGB: 2.3 ms a call with two other processes busy on the two
+    cores, 0.1-0.2 ms serial; OpenCV stays serial below its own threshold). Of static extents,
+    its parallel loops made serial; of run-time extents (shape-generic), its body twice under a
+    test of the buffers' sizes at run time: the serial copy, and the parallel one."""
+    from tvm.s_tir import SBlockRealize
+
+    if func.attrs is not None and SERIAL_ATTR in func.attrs:
+        return func  # scheduled before (schedule() may see a kernel twice)
+    root = func.body
+    # A parameter is its buffer in TVM 0.27's PrimFunc.
+    shapes = [getattr(p.ty, "shape", None) for p in func.params]
+    if not shapes or not isinstance(root, SBlockRealize) or any(s is None for s in shapes):
+        return func
+    sizes = [math.prod(shape) if len(shape) else 1 for shape in shapes]
+    if any(_is_static(n) and int(n) >= SERIAL_BELOW for n in sizes):
+        return func
+    run_time = [n for n in sizes if not _is_static(n)]
+    found = []
+
+    def serial(stmt):
+        if isinstance(stmt, tvm.tirx.For):
+            body = serial(stmt.body)
+            if stmt.kind == tvm.tirx.ForKind.PARALLEL:
+                found.append(stmt)
+                return tvm.tirx.For(
+                    stmt.loop_var,
+                    stmt.min,
+                    stmt.extent,
+                    tvm.tirx.ForKind.SERIAL,
+                    body,
+                    stmt.thread_binding,
+                    stmt.annotations,
+                )
+            return stmt if body.same_as(stmt.body) else _with_body(stmt, body)
+        if isinstance(stmt, tvm.tirx.SeqStmt):
+            return tvm.tirx.SeqStmt([serial(s) for s in stmt.seq])
+        if isinstance(stmt, SBlockRealize):
+            block = stmt.block
+            return SBlockRealize(
+                stmt.iter_values, stmt.predicate, _block_with(block, body=serial(block.body))
+            )
+        if isinstance(stmt, tvm.tirx.IfThenElse):
+            return tvm.tirx.IfThenElse(
+                stmt.condition,
+                serial(stmt.then_case),
+                None if stmt.else_case is None else serial(stmt.else_case),
+            )
+        return stmt
+
+    serial_body = serial(root.block.body)
+    if not found:
+        return func
+    if run_time:
+        small = tvm.tirx.all(*[n < tvm.tirx.const(SERIAL_BELOW, str(n.ty)) for n in run_time])
+        body = tvm.tirx.IfThenElse(small, serial_body, root.block.body)
+    else:
+        body = serial_body
+    func = func.with_attr(SERIAL_ATTR, True).with_body(
+        SBlockRealize(root.iter_values, root.predicate, _block_with(root.block, body=body))
+    )
+    # The two copies define the same loop variables: TIR wants each defined once.
+    return tvm.tirx.transform.ConvertSSA()(tvm.IRModule({"main": func}))["main"]
 
 
 def _partition_borders(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
