@@ -13,6 +13,35 @@ from gdp.serving.stage import load_model, model_source
 APP_NAME = "gdp"
 
 
+def init_ray(**options: Any) -> None:
+    """ray.init(**options), called from a new thread that then stays parked (a daemon).
+
+    ray.init forks Ray's helper processes (with preexec_fn, so Python's at-fork handlers run in
+    the child). gdp's handler resets the forking thread's TVM thread pool, which hangs in the
+    child when that thread ran gdp's kernels and TVM's workers have gone idle (a core bug, see
+    docs/serving.md); a fresh thread has no pool to reset, so Ray starts whatever this process
+    ran before. The thread must outlive Ray: Ray's helpers die with the thread that started
+    them (PR_SET_PDEATHSIG)."""
+    failure: list[BaseException] = []
+    ready = threading.Event()
+
+    def start() -> None:
+        import ray
+
+        try:
+            ray.init(**options)
+        except BaseException as err:  # re-raised in the caller's thread
+            failure.append(err)
+        ready.set()
+        if not failure:
+            threading.Event().wait()  # parked for the life of the process
+
+    threading.Thread(target=start, name="gdp-ray-init", daemon=True).start()
+    ready.wait()
+    if failure:
+        raise failure[0]
+
+
 def run(
     model: Any,
     *,
@@ -44,8 +73,7 @@ def run(
     The model is read here (and shipped to the replicas, gdp.serving.stage.ModelSource); with
     `check` it is also loaded here once before Ray starts: a model gdp cannot load fails now,
     with its error, rather than in every replica, and the compiled code is in this machine's
-    cache when the replicas start. (Ray is started first: a child forked after gdp's kernels
-    ran and went idle hangs in TVM's thread-pool reset, see docs/serving.md.)"""
+    cache when the replicas start."""
     import ray
     from ray import serve
 
@@ -56,12 +84,14 @@ def run(
         if address is not None:
             init["address"] = address
         else:
+            # A new instance, never one that happens to run on this machine already.
+            init["address"] = "local"
             init["num_cpus"] = num_cpus
             if metrics_port is not None:
                 init["_metrics_export_port"] = metrics_port
-        ray.init(**init)
+        init_ray(**init)
         started = True
-    if check:  # after ray.init: Ray forks helper processes, which must not follow a gdp run
+    if check:
         try:
             load_model(source)
         except Exception:

@@ -25,7 +25,7 @@ from ray import serve  # noqa: E402
 import gdp  # noqa: E402
 import gdp.ray  # noqa: E402
 from gdp.serving import codec  # noqa: E402
-from gdp.serving.server import APP_NAME, run  # noqa: E402
+from gdp.serving.server import APP_NAME, init_ray, run  # noqa: E402
 from tests.serving import helpers  # noqa: E402
 
 REPLICAS = 2
@@ -64,7 +64,15 @@ def server(tmp_path_factory):
     model = gdp.compile(helpers.preprocess_graph(), target="cpu", specialize="never")
     model.save(path)
     before = set(children())
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="warning")
+    # From a new thread (gdp.serving.server.init_ray): earlier test modules ran gdp's kernels
+    # in this process, and a fork from their thread hangs (docs/serving.md, the fork caveat).
+    init_ray(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level="warning",
+    )
     port = free_port()
     try:
         # 0.25 CPU a replica: Ray Data's read tasks and actor get the rest of the two.
