@@ -178,9 +178,11 @@ def _describe(array) -> str:
 def _run(candidates: np.ndarray, strong: np.ndarray, out: np.ndarray) -> np.ndarray:
     import tvm_ffi
 
+    from gdp.runtime.backends.tvm import thread_pool
     from gdp.runtime.backends.tvm.kernels import host_kernel
 
     kernel = host_kernel("hysteresis", SOURCE)
+    thread_pool.before_run()
     stack = np.empty(2 * out.size, np.int32)
     # numpy's data need not be 64-byte aligned (TVM's default): the kernel's buffers ask only
     # for their element's alignment.

@@ -17,11 +17,9 @@ must be set before the first kernel runs, such as a thread pool's size).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 import hashlib
 import inspect
-import os
 import sys
 from abc import abstractmethod
 from pathlib import Path
@@ -138,32 +136,6 @@ class TvmBackend(Backend):
         loaded = TvmExecutable(tvm.runtime.load_module(str(artifact_dir / LIBRARY)), self.device())
         loaded.min_extents = tuple(tuple(m) for m in meta.get("min_extents", ()))
         return loaded
-
-
-def _find_reset_thread_pool():
-    """TVM's threading::ResetThreadPool, looked up once here, in the parent: a forked child must
-    not dlopen, since another thread of the parent may have held the dynamic loader's lock at the
-    fork (ray.init, forking its helper processes, deadlocked in this lookup in the child)."""
-    try:
-        lib = ctypes.CDLL(os.path.join(os.path.dirname(tvm.__file__), "lib", "libtvm_runtime.so"))
-        return lib._ZN3tvm7runtime9threading15ResetThreadPoolEv
-    except (OSError, AttributeError):  # another TVM build: nothing to reset by this name
-        return None
-
-
-_RESET_THREAD_POOL = _find_reset_thread_pool()
-
-
-def _reset_thread_pool_in_child() -> None:
-    """After os.fork: TVM's thread pool of the forking thread still lists the parent's worker
-    threads, which do not exist in the child, so the child's first parallel kernel waits on them
-    forever. TVM's own threading::ResetThreadPool (what TVM's RPC server calls in its forked
-    children) makes it start new ones."""
-    if _RESET_THREAD_POOL is not None:
-        _RESET_THREAD_POOL()
-
-
-os.register_at_fork(after_in_child=_reset_thread_pool_in_child)
 
 
 # TIR passes left out of a shape-generic build. RemoveNoOp proves statements to be no-ops with

@@ -11,6 +11,7 @@ import tvm_ffi
 from tvm.runtime.vm import VirtualMachine
 
 from gdp.runtime.backends.base import Executable
+from gdp.runtime.backends.tvm import thread_pool
 from gdp.runtime.profiling import Profile
 
 # DLPack's device type of host memory.
@@ -83,6 +84,7 @@ class TvmExecutable(Executable):
         return array.copy() if array.ctypes.data in inputs_at else array
 
     def run(self, inputs: list[np.ndarray], profile: Profile | None = None) -> list[np.ndarray]:
+        thread_pool.before_run()
         if profile is None and self.zero_copy_inputs:
             return self._run_host(inputs)
         vm = self._vm_for(profile)
@@ -111,6 +113,7 @@ class TvmExecutable(Executable):
         """run() in host memory without a profile: the VM's main looked up once, and an output
         copied only where it shares memory with an input (a program that returns its input, or
         a staging tensor the next run refills)."""
+        thread_pool.before_run()
         main = self._main
         if main is None:
             main = self._main = self.vm["main"]
@@ -133,6 +136,7 @@ class TvmExecutable(Executable):
         and the outputs' views; the outputs are the VM's tensors, kept alive by their arrays."""
         if profile is not None:
             return [self.run(inputs, profile) for inputs in batch]
+        thread_pool.before_run()
         main = self.vm["main"]
         tensor_type = tvm.runtime.Tensor
         staging = self._staging
