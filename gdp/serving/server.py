@@ -16,12 +16,11 @@ APP_NAME = "gdp"
 def init_ray(**options: Any) -> None:
     """ray.init(**options), called from a new thread that then stays parked (a daemon).
 
-    ray.init forks Ray's helper processes (with preexec_fn, so Python's at-fork handlers run in
-    the child). gdp's handler resets the forking thread's TVM thread pool, which hangs in the
-    child when that thread ran gdp's kernels and TVM's workers have gone idle (a core bug, see
-    docs/serving.md); a fresh thread has no pool to reset, so Ray starts whatever this process
-    ran before. The thread must outlive Ray: Ray's helpers die with the thread that started
-    them (PR_SET_PDEATHSIG)."""
+    Written when ray.init, forking Ray's helper processes (with preexec_fn, so Python's at-fork
+    handlers run in the child), hung in a process whose TVM thread pool had gone idle: a core
+    bug since fixed (runtime/backends/tvm/thread_pool.py, docs/serving.md). A thread of its own
+    is kept: it has no pool of its own to carry through the fork. The thread must outlive Ray:
+    Ray's helpers die with the thread that started them (PR_SET_PDEATHSIG)."""
     failure: list[BaseException] = []
     ready = threading.Event()
 
