@@ -33,6 +33,18 @@ TARGETS: dict[str, Target] = {
             substitutes=True,
         ),
         Target(
+            "gpu",
+            "tvm-cuda",
+            doc=(
+                "an NVIDIA GPU through TVM Relax and LLVM's NVPTX back end (PTX for"
+                " $GDP_GPU_ARCH, else this machine's GPU, else sm_90; docs/gpu.md)"
+            ),
+            # No shipped profile: measured substitutions weigh only once `gdp calibrate
+            # --target gpu` has stored one; until then the graph keeps the front end's form.
+            profile="gpu",
+            substitutes=True,
+        ),
+        Target(
             "npu",
             "ascend",
             doc="a Huawei Ascend NPU: ONNX -> ATC -> .om, run through pyACL (docs/ascend.md)",

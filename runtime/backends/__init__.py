@@ -13,6 +13,7 @@ __all__ = ["BACKENDS", "Backend", "CostProfile", "Executable", "get_backend"]
 # backend name -> "module:class"
 BACKENDS: dict[str, str] = {
     "tvm-llvm": "gdp.runtime.backends.tvm.llvm:TvmLlvmBackend",
+    "tvm-cuda": "gdp.runtime.backends.tvm.cuda:TvmCudaBackend",
     "onnxruntime": "gdp.runtime.backends.onnxruntime:OnnxRuntimeBackend",
     "ascend": "gdp.runtime.backends.ascend.backend:AscendBackend",
     "npu-emulate": "gdp.runtime.backends.ascend.npu_emulate:NpuEmulateBackend",

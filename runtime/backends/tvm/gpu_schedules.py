@@ -1,0 +1,251 @@
+"""The gpu target's schedules (runtime/backends/tvm/cuda.py): every kernel of the lowered module
+bound to CUDA blocks and threads, as fusion.Schedules asks of a schedule module.
+
+For now these are TVM's own GPU default schedules (tvm.s_tir.dlight's gpu rules, in the order
+TVM's CUDA pipeline applies them: Matmul, GEMV, Reduction, GeneralReduction, then Fallback, which
+binds any spatial kernel's loops to blocks and threads), and TVM's DefaultGPUSchedule pass for a
+kernel no rule takes (its loops bound as they are: correct, not fast). A GPU kernel without
+thread bindings would fail TVM's memory verification at build time, so every kernel ends up
+bound, or the compile fails naming it.
+
+gdp's own GPU schedules (stencils as shared-memory tiles with halos, two-stage reductions with
+warp shuffles: docs/gpu.md) are not written yet; KERNEL_RULES are therefore the conservative
+ones these rules serve: one many-to-many op a kernel, no row scans sharing a pass.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import tvm
+import tvm_ffi
+from tvm.s_tir import dlight as dl
+
+from gdp.errors import CompileError
+from gdp.runtime import fusion as F
+
+# What one GPU kernel may hold under these schedules. dlight's reduction rules take a kernel
+# with one reduction (its producers inlined, its consumers as epilogue); two reductions in one
+# kernel fall to Fallback, which runs each reduction's loop serially per thread.
+KERNEL_RULES = F.KernelRules(
+    many_to_many=1,
+    row_scans_share=False,
+    private_anchor_inputs=True,
+    row_reductions_store_inputs=False,
+    stack_slice_stencils=False,
+)
+
+
+def _rules() -> list:
+    """TVM's GPU default rules, in the order its CUDA pipeline applies them."""
+    return [
+        dl.gpu.Matmul(),
+        dl.gpu.GEMV(),
+        dl.gpu.Reduction(),
+        dl.gpu.GeneralReduction(),
+        dl.gpu.Fallback(),
+    ]
+
+
+def _bound(func: tvm.tirx.PrimFunc) -> bool:
+    """Whether `func` binds a loop to a GPU thread axis."""
+    found = []
+
+    def seen(node):
+        if node.thread_binding is not None:
+            found.append(node)
+        return node
+
+    tvm_ffi.structural_map(func, [(tvm.tirx.For, seen)], order="post")
+    return bool(found)
+
+
+def _kernels(mod: tvm.IRModule):
+    """The device kernels of `mod`: its PrimFuncs less the host ones (a shape-generic model's
+    shape computations)."""
+    for gvar, func in mod.functions.items():
+        if not isinstance(func, tvm.tirx.PrimFunc):
+            continue
+        if func.attrs is not None and func.attrs.get("tirx.is_host_func", False):
+            continue
+        yield gvar, func
+
+
+def schedule(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
+    """Every kernel of `mod` scheduled for the GPU `target`: the first of dlight's rules whose
+    schedule binds threads (and lowers, for _SYNCING rules), else DefaultGPUSchedule's
+    bindings, else one thread (_single_thread); thread indices made int32
+    (_narrow_thread_indices). CompileError naming a kernel none of them serves, with why."""
+    for gvar, func in list(_kernels(mod)):
+        if func.attrs is not None and func.attrs.get("tirx.is_scheduled", False):
+            continue
+        why: list[str] = []
+        for how, candidate in _candidates(func, target, gvar.name_hint, why):
+            if not _bound(candidate):
+                why.append(f"{how}: bound no thread")
+                continue
+            candidate = _narrow_thread_indices(candidate).with_attr("tirx.is_scheduled", True)
+            error = _build_error(gvar, candidate, target) if how in _SYNCING else None
+            if error is None:
+                mod[gvar] = candidate
+                break
+            why.append(f"{how}: {error}")
+        else:
+            raise CompileError(
+                f"gdp's gpu schedules found no schedule of kernel {gvar.name_hint} that builds"
+                f" for {target.attrs.get('mcpu', target.kind.name)}: {' | '.join(why)}"
+            )
+    return mod
+
+
+# The rules whose schedules share values between threads (shared memory, cross-thread
+# reductions): TVM's ThreadSync may refuse them only when the kernel is lowered, so each such
+# schedule is lowered alone before it is taken. The others bind loops without syncs; lowering
+# them twice would double the compile (15 s for canny's stencil chain on 2 cores).
+_SYNCING = frozenset({"Matmul", "GEMV", "Reduction", "GeneralReduction"})
+
+
+def _candidates(func: tvm.tirx.PrimFunc, target: tvm.target.Target, name: str, why: list):
+    """(how, scheduled kernel) in the order they are tried: each of dlight's rules that takes
+    `func`, DefaultGPUSchedule, one thread. A rule or pass that raises is noted in `why`: dlight
+    checks a kernel's form only partly before scheduling it, and a primitive may then refuse."""
+    for rule in _rules():
+        how = type(rule).__name__
+        try:
+            with target:
+                space = rule.apply(func, target, False)
+        except Exception as err:  # ScheduleError, InternalError, ValueError: TVM's refusals
+            why.append(f"{how}: {_first_line(err)}")
+            continue
+        if isinstance(space, list):
+            space = space[0] if len(space) == 1 else None
+        if space is not None:
+            yield how, space.mod["main"]
+    try:
+        with target:
+            one = tvm.s_tir.transform.DefaultGPUSchedule()(tvm.IRModule({"main": func}))
+        yield "DefaultGPUSchedule", one["main"]
+    except Exception as err:
+        why.append(f"DefaultGPUSchedule: {_first_line(err)}")
+    yield "one thread", _single_thread(func, name, why)
+
+
+def _build_error(gvar: tvm.ir.GlobalVar, func: tvm.tirx.PrimFunc, target) -> str | None:
+    """Why `func` alone does not lower for `target` (the TIR passes of tvm.tirx.build, up to
+    but not including LLVM's code generation, which the module's build runs once), or None
+    where it does. A schedule can be refused this late: GeneralReduction's cross-thread
+    reduction inside a stencil's border condition fails ThreadSync."""
+    from tvm.tirx.build import split_host_device_mods
+
+    host = tvm.target.Target("llvm")
+    try:
+        mod = tvm.tirx.transform.BindTarget(target.with_host(host))(tvm.IRModule({gvar: func}))
+        passes, finalize_host, finalize_device = tvm.tirx.get_default_tir_pipeline(target)
+        host_mod, device_mods = split_host_device_mods(passes(mod))
+        finalize_host()(host_mod)
+        for device_mod in device_mods.values():
+            finalize_device()(device_mod)
+    except Exception as err:
+        return _first_line(err)
+    return None
+
+
+# The most elements a kernel's buffers may hold together for it to run on one GPU thread without
+# a warning (gdp's index checks: a scalar or a few indices).
+SINGLE_THREAD_ELEMENTS = 1 << 16
+
+
+def _single_thread(func: tvm.tirx.PrimFunc, name: str, why: list[str]) -> tvm.tirx.PrimFunc:
+    """`func` run whole by one thread of one block: its root block's body under blockIdx.x and
+    threadIdx.x loops of extent 1. For a kernel without loops of its own, which dlight and
+    DefaultGPUSchedule cannot bind (gdp's index checks of relax_import: a scalar index checked
+    by an assertion). Correct, and serial: a kernel holding more than SINGLE_THREAD_ELEMENTS
+    is said in a RuntimeWarning."""
+    from tvm.s_tir import SBlock, SBlockRealize
+
+    realize = func.body
+    if not isinstance(realize, SBlockRealize):
+        return func
+    block = realize.block
+    body = block.body
+    for tag in ("threadIdx.x", "blockIdx.x"):
+        var = tvm.tirx.Var(tag.replace(".", "_"), "int32")
+        zero, one = tvm.tirx.IntImm("int32", 0), tvm.tirx.IntImm("int32", 1)
+        binding = tvm.tirx.IterVar(
+            tvm.ir.Range.from_min_extent(zero, one), var, tvm.tirx.IterVar.ThreadIndex, tag
+        )
+        body = tvm.tirx.For(var, zero, one, tvm.tirx.ForKind.THREAD_BINDING, body, binding)
+    block = SBlock(
+        block.iter_vars,
+        block.reads,
+        block.writes,
+        block.name_hint,
+        body,
+        block.init,
+        block.alloc_buffers,
+        block.match_buffers,
+        block.annotations,
+    )
+    from tvm.tirx.buffer import is_buffer_var
+
+    elements = sum(_elements(p.ty.shape) for p in func.params if is_buffer_var(p))
+    if elements > SINGLE_THREAD_ELEMENTS:
+        warnings.warn(
+            f"gdp's gpu schedules run kernel {name} ({elements} elements) on one GPU thread:"
+            f" {' | '.join(why)}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return func.with_body(SBlockRealize(realize.iter_values, realize.predicate, block))
+
+
+def _elements(shape) -> int:
+    count = 1
+    for d in shape:
+        if not isinstance(d, tvm.tirx.IntImm):
+            return 1 << 62  # a run-time extent: counted as large
+        count *= int(d)
+    return count
+
+
+def _first_line(err: Exception) -> str:
+    lines = [line for line in str(err).strip().splitlines() if line.strip()]
+    return lines[-1][:200] if lines else type(err).__name__
+
+
+def _narrow_thread_indices(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
+    """`func` with every loop bound to a GPU thread axis counted in int32, its uses cast to the
+    int64 of the indices around it. Relax's shapes are int64, so are the loops dlight binds;
+    LLVM's NVPTX code generation reads the thread and block index registers as i32 and, for a
+    kernel whose index arithmetic it does not widen (a mirror pad's if_then_else indices),
+    emits an i32 * i64 multiply that LLVM rejects. The extents fit: CUDA's grid is 2^31 - 1
+    blocks at most, a block 1024 threads."""
+
+    def narrow(loop):
+        old = loop.loop_var
+        if loop.thread_binding is None or str(old.ty.dtype) != "int64":
+            return loop
+        if not isinstance(loop.min, tvm.tirx.IntImm) or not isinstance(
+            loop.extent, tvm.tirx.IntImm
+        ):
+            return loop  # a run-time extent: left to TVM
+        new = tvm.tirx.Var(old.name, "int32")
+        wide = tvm.tirx.Cast("int64", new)
+        body = tvm_ffi.structural_map(
+            loop.body, [(tvm.tirx.Var, lambda v: wide if v.same_as(old) else v)]
+        )
+        start = tvm.tirx.IntImm("int32", int(loop.min))
+        extent = tvm.tirx.IntImm("int32", int(loop.extent))
+        iv = loop.thread_binding
+        binding = tvm.tirx.IterVar(
+            tvm.ir.Range.from_min_extent(start, extent), new, iv.iter_type, iv.thread_tag
+        )
+        return tvm.tirx.For(new, start, extent, loop.kind, body, binding, loop.annotations)
+
+    return tvm_ffi.structural_map(func, [(tvm.tirx.For, narrow)], order="post")
+
+
+def row_scan(stmt) -> tuple[int, bool] | None:
+    """These schedules compute no reduction one input row at a time (KERNEL_RULES does not let
+    row scans share a kernel): never asked, and None for every block."""
+    return None
