@@ -8,8 +8,10 @@ and the image size is free where the function's graph is written for any size. P
 kept in gdp's disk cache, so a later process runs them without TensorFlow; `import gdp.cv2`
 imports neither TensorFlow nor the compiler. Called on TF tensors inside a tf.function, they
 build the graph instead, so a chain of calls compiles into one program. Everything else is
-OpenCV's own (imread, drawing, constants); GDP_CV2_STRICT=1 turns any call into OpenCV itself
-into a FallthroughError.
+OpenCV's own (imread, drawing, helpers such as getStructuringElement, split, findContours,
+constants). A call of an accelerated function that gdp does not accelerate (a dtype, channel
+count, border, flag or overload it does not take) runs OpenCV's function as the caller made it;
+GDP_CV2_STRICT=1 turns such a call (and only such a call) into a FallthroughError.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import cv2 as _cv2
 
 from gdp.cv2 import color, dispatch, dnn, filters, geometry, pointwise  # noqa: F401 - they register
 from gdp.cv2.chain import chain
-from gdp.cv2.common import ACCELERATED, FallthroughError, strict
+from gdp.cv2.common import ACCELERATED, FallthroughError
 from gdp.cv2.dispatch import set_dispatch
 from gdp.cv2.engine import cache_info, clear_cache
 
@@ -44,16 +46,7 @@ class _Submodule:
         own = ACCELERATED.get(f"{self._name}.{attr}")
         if own is not None:
             return own
-        return _fallthrough(getattr(getattr(_cv2, self._name), attr), f"{self._name}.{attr}")
-
-
-def _fallthrough(value, name: str):
-    if strict() and callable(value) and not isinstance(value, type):
-        raise FallthroughError(
-            f"cv2.{name} is not accelerated by gdp (see gdp.cv2.accelerated()); GDP_CV2_STRICT=1"
-            " forbids falling through to OpenCV"
-        )
-    return value
+        return getattr(getattr(_cv2, self._name), attr)
 
 
 def set_target(target) -> None:
@@ -76,7 +69,9 @@ def __getattr__(name: str):
         return own
     if any(key.startswith(f"{name}.") for key in ACCELERATED):
         return _Submodule(name)
-    return _fallthrough(getattr(_cv2, name), name)
+    # OpenCV's own name (a helper, a constant, a class): what gdp does not accelerate at all is
+    # not a fallthrough, under GDP_CV2_STRICT=1 too (strict vets accelerated calls only).
+    return getattr(_cv2, name)
 
 
 def __dir__() -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections import Counter
 from collections.abc import Callable
 from contextvars import ContextVar
 
@@ -47,7 +48,16 @@ def accelerate(name: str):
     The function raises NotAccelerated(reason) for what it does not accelerate; the wrapper
     then calls OpenCV's own `name` with the caller's arguments exactly as given (the same
     objects, positional and keyword as they came), or under GDP_CV2_STRICT=1 raises
-    FallthroughError. No function lists OpenCV's arguments a second time for this."""
+    FallthroughError. No function lists OpenCV's arguments a second time for this.
+
+    An eager call that gdp's function refuses with an error (cv2.error for a bad argument, or
+    any other exception of its argument handling: an overload gdp's signature does not take)
+    is handed to OpenCV too, which decides: where OpenCV raises as well, gdp's error is raised
+    (OpenCV's where gdp's is not a cv2.error); where OpenCV accepts the call, its result is
+    returned (under GDP_CV2_STRICT=1, a FallthroughError) and the call is counted in
+    `RESCUED`: gdp must never refuse a call OpenCV accepts (tests/gdp/cv2/test_cv2_fuzz.py
+    holds that count at zero). gdp's own failures (GdpError: a compile or run that failed)
+    and FinalError (a call OpenCV would crash on) are raised as they are."""
 
     def register(fn: Callable) -> Callable:
         @functools.wraps(fn)
@@ -60,10 +70,18 @@ def accelerate(name: str):
             try:
                 return fn(*args, **kwargs)
             except NotAccelerated as signal:
-                reason = signal.reason
+                reason, refusal = signal.reason, None
+            except (GdpError, FinalError):
+                raise
+            except Exception as err:  # an argument gdp refused: OpenCV decides (below)
+                if _graph_call(args, kwargs):
+                    raise
+                reason, refusal = f"gdp refused the call ({type(err).__name__}: {err})", err
             finally:
                 _running.reset(token)
-            return _opencv(name, reason, args, kwargs)
+            if _graph_call(args, kwargs):  # TF tensors: there is no OpenCV call to make
+                raise error(name, f"{reason} (graph mode)")
+            return _opencv(name, reason, args, kwargs, refusal)
 
         accelerated.__name__ = name.rsplit(".", 1)[-1]
         accelerated.__qualname__ = name
@@ -73,14 +91,61 @@ def accelerate(name: str):
     return register
 
 
-def _opencv(name: str, reason: str, args: tuple, kwargs: dict):
+# Eager calls that gdp refused with an error and OpenCV accepted, by name: each is a case where
+# gdp's argument checks are stricter than OpenCV's (a bug; the fuzz suite holds it at zero).
+RESCUED: Counter[str] = Counter()
+
+
+def _graph_call(args: tuple, kwargs: dict) -> bool:
+    return any(is_tensor(a) for a in (*args, *kwargs.values()))
+
+
+def _copies(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The call's arguments with every array copied (keeping its writeable flag): for a probe
+    of OpenCV that must not write into the caller's `dst`."""
+
+    def copy(value):
+        if isinstance(value, np.ndarray):
+            out = value.copy()
+            out.flags.writeable = value.flags.writeable
+            return out
+        if isinstance(value, list):
+            return [copy(v) for v in value]
+        return value
+
+    return tuple(copy(a) for a in args), {k: copy(v) for k, v in kwargs.items()}
+
+
+def _opencv(name: str, reason: str, args: tuple, kwargs: dict, refusal: Exception | None = None):
     """Run OpenCV's own `name` on a call as it was made, for a case gdp does not accelerate
-    (`reason` says which); under GDP_CV2_STRICT=1, raise instead."""
+    (`reason` says which), or one gdp refused with an error (`refusal`): OpenCV's result where
+    OpenCV accepts the call, else gdp's error (OpenCV's where gdp's is no cv2.error).
+
+    Under GDP_CV2_STRICT=1 a case gdp does not accelerate is a FallthroughError; a refused one
+    is probed on copies of the arrays (nothing of the caller's is written): a FallthroughError
+    where OpenCV would run it, gdp's error where OpenCV refuses it too."""
+    function = _opencv_function(name)
+    if refusal is None:
+        if strict():
+            raise FallthroughError(
+                f"cv2.{name}: {reason}, so it would run in OpenCV; GDP_CV2_STRICT=1 forbids that"
+            )
+        return function(*args, **kwargs)
+    try:
+        if strict():
+            probe_args, probe_kwargs = _copies(args, kwargs)
+            function(*probe_args, **probe_kwargs)
+            result = None
+        else:
+            result = function(*args, **kwargs)
+    except Exception as opencv_error:
+        raise (refusal if isinstance(refusal, _cv2.error) else opencv_error) from None
+    RESCUED[name] += 1
     if strict():
         raise FallthroughError(
             f"cv2.{name}: {reason}, so it would run in OpenCV; GDP_CV2_STRICT=1 forbids that"
         )
-    return _opencv_function(name)(*args, **kwargs)
+    return result
 
 
 def _opencv_function(name: str):
@@ -95,9 +160,26 @@ def error(func: str, message: str) -> _cv2.error:
     return _cv2.error(f"OpenCV(gdp) error: (-215:Assertion failed) {message} in function '{func}'")
 
 
+class FinalError(_cv2.error):
+    """A cv2.error gdp raises without handing the call to OpenCV: for a call OpenCV itself
+    would crash or hang on (see _UNSAFE_ON_EMPTY)."""
+
+
+# Functions whose OpenCV crashes the process or never returns on an empty image (OpenCV 5.0:
+# minMaxLoc dies of SIGFPE, copyMakeBorder with a reflected border loops forever): gdp raises
+# cv2.error for an empty image there rather than falling through.
+_UNSAFE_ON_EMPTY = frozenset({"minMaxLoc", "copyMakeBorder"})
+
+
 def image(func: str, src, name: str = "src") -> np.ndarray:
-    """`src` as OpenCV takes an image: a non-empty 2-D or 3-D (HWC, 1..4 channels) array. A TF
-    tensor (graph mode) passes as it is, checked on its static shape."""
+    """`src` as gdp accelerates an image: a non-empty 2-D or 3-D (HWC, 1..4 channels) array in
+    native byte order; an HxWx1 array as HxW (OpenCV's Mat has no channel axis of 1, so its
+    results drop it). A TF tensor (graph mode) passes as it is, checked on its static shape.
+
+    Inside an accelerated call, any other array (empty, save in _UNSAFE_ON_EMPTY's functions;
+    1-D, 5 or more channels, more axes, big-endian, which OpenCV reads as native order) is
+    NotAccelerated: OpenCV decides what to
+    do with it. Elsewhere (gdp.cv2.chain) it is a cv2.error."""
     if not isinstance(src, np.ndarray) and is_tensor(src):
         shape = src.shape
         if shape.rank not in (2, 3) or (shape.rank == 3 and shape[2] not in (1, 2, 3, 4)):
@@ -109,10 +191,23 @@ def image(func: str, src, name: str = "src") -> np.ndarray:
             f" failed:\n>  - {name} is not a numpy array, neither a scalar (got"
             f" {type(src).__name__})"
         )
+    reason = ""
     if src.size == 0:
-        raise error(func, f"!_{name}.empty()")
-    if src.ndim not in (2, 3) or (src.ndim == 3 and not 1 <= src.shape[2] <= 4):
-        raise error(func, f"{name} must be HxW or HxWxC with 1 to 4 channels, got {src.shape}")
+        if func in _UNSAFE_ON_EMPTY:  # never handed to OpenCV: a clear error instead
+            raise FinalError(
+                f"OpenCV(gdp) error: (-215:Assertion failed) !_{name}.empty() in function '{func}'"
+            )
+        reason = f"!_{name}.empty()"
+    elif src.ndim not in (2, 3) or (src.ndim == 3 and not 1 <= src.shape[2] <= 4):
+        reason = f"{name} must be HxW or HxWxC with 1 to 4 channels, got {src.shape}"
+    elif not src.dtype.isnative:
+        reason = f"{name} is {src.dtype.str}, not in native byte order"
+    if reason:
+        if _running.get():
+            raise NotAccelerated(f"{reason}: gdp does not accelerate such an image")
+        raise error(func, reason)
+    if src.ndim == 3 and src.shape[2] == 1 and _running.get():
+        src = src.reshape(src.shape[:2])
     return np.ascontiguousarray(src)
 
 
@@ -134,10 +229,29 @@ def channels(src) -> int:
 
 
 def finish(result: np.ndarray, dst) -> np.ndarray:
-    """OpenCV's `dst=`: write into the caller's array when it fits, as OpenCV reuses it, else
-    return the new array (OpenCV reallocates a dst of the wrong size or type)."""
-    if isinstance(dst, np.ndarray) and dst.shape == result.shape and dst.dtype == result.dtype:
-        np.copyto(dst, result)
+    """OpenCV's `dst=`: write into the caller's array when it fits, as OpenCV reuses it (an
+    HxWx1 array for an HxW result too), else return the new array (OpenCV reallocates a dst of
+    the wrong size or type). A dst OpenCV cannot write (read-only, a layout that is not a Mat's,
+    not an array) is a cv2.error, as OpenCV's, before anything is written."""
+    if dst is None:
+        return result
+    if not isinstance(dst, np.ndarray):
+        raise _cv2.error(
+            "OpenCV(gdp) error: (-5:Bad argument) > Overload resolution failed: dst is not a"
+            f" numpy array (got {type(dst).__name__})"
+        )
+    if not dst.flags.writeable:
+        raise _cv2.error("OpenCV(gdp) error: (-5:Bad argument) dst is read-only")
+    if not dst.flags.c_contiguous:
+        reason = "dst is not C-contiguous"
+        if _running.get():  # OpenCV writes some strided layouts (rows apart), refuses others
+            raise NotAccelerated(f"{reason}: OpenCV decides whether it can write it")
+        raise _cv2.error(f"OpenCV(gdp) error: (-5:Bad argument) {reason}")
+    fits = dst.shape == result.shape or (
+        dst.ndim == result.ndim + 1 and dst.shape[-1] == 1 and dst.shape[:-1] == result.shape
+    )
+    if fits and dst.dtype == result.dtype:
+        np.copyto(dst.reshape(result.shape), result)
         return dst
     return result
 

@@ -207,6 +207,9 @@ def GaussianBlur(
         )
     if (kw == 0 and sigmaX <= 0) or (kh == 0 and max(sigmaY, sigmaX) <= 0):
         raise common.error("createGaussianKernels", "ksize is 0 and sigma is not positive")
+    if int(borderType) & ~_cv2.BORDER_ISOLATED == _cv2.BORDER_WRAP:
+        # OpenCV's bit-exact (uint8, uint16) Gaussian takes BORDER_WRAP: OpenCV decides
+        raise common.NotAccelerated("BORDER_WRAP is not accelerated")
     border = _border("GaussianBlur", borderType)
     if common.dtype_of(src) not in (np.uint8, np.uint16, np.float32, np.float64):
         raise common.NotAccelerated(
@@ -783,6 +786,8 @@ def _canny_thresholds(low: float, high: float, l2_gradient: bool) -> tuple[int, 
 def Canny(image, threshold1, threshold2, edges=None, apertureSize=3, L2gradient=False):
     """A compiled program up to the double threshold, then hysteresis as OpenCV runs it (a
     flood fill from the strong pixels, gdp.runtime.hysteresis's TIR kernel)."""
+    if isinstance(threshold1, np.ndarray):  # Canny(dx, dy, threshold1, threshold2, ...)
+        raise common.NotAccelerated("Canny's derivative overload (dx, dy) is not accelerated")
     image = common.image("Canny", image, "image")
     if apertureSize not in (3, 5, 7):
         raise common.error(

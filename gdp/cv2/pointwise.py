@@ -57,12 +57,13 @@ def threshold(src, thresh, maxval, type, dst=None):
     kind = int(type) & _cv2.THRESH_MASK
     automatic = int(type) & ~_cv2.THRESH_MASK
     if kind > _cv2.THRESH_TOZERO_INV or automatic not in (0, _cv2.THRESH_OTSU):
-        if automatic == _cv2.THRESH_TRIANGLE and not graph and kind <= 4:
-            raise common.NotAccelerated("THRESH_TRIANGLE is not accelerated")
-        raise common.error("threshold", f"Unknown threshold type: {type}")
+        # THRESH_TRIANGLE, THRESH_DRYRUN, flags of later OpenCV versions: OpenCV decides
+        # (graph mode: an error, from the wrapper)
+        raise common.NotAccelerated(f"threshold type {type} is not accelerated")
     dtype = _dtype(src)
     if automatic == _cv2.THRESH_OTSU and (dtype != "uint8" or common.channels(src) != 1):
-        raise common.error("threshold", "src.type() == CV_8UC1")
+        # OpenCV takes 16-bit Otsu too (and refuses what it does not take)
+        raise common.NotAccelerated(f"THRESH_OTSU on {dtype} C{common.channels(src)}")
     if dtype == "uint8":
         ithresh = math.floor(thresh)
         imaxval = int(np.rint(maxval))
@@ -71,15 +72,10 @@ def threshold(src, thresh, maxval, type, dst=None):
     elif dtype == "float32":
         t, m, retval = float(np.float32(thresh)), float(np.float32(maxval)), float(thresh)
     else:
-        if graph:
-            raise common.error("threshold", f"{dtype} is not accelerated (graph mode)")
         raise common.NotAccelerated(f"{dtype} is not accelerated")
     if automatic == _cv2.THRESH_OTSU:
         if kind == _cv2.THRESH_TRUNC:  # the threshold becomes maxval's role: not accelerated
-            reason = "THRESH_OTSU with THRESH_TRUNC is not accelerated"
-            if graph:
-                raise common.error("threshold", reason)
-            raise common.NotAccelerated(reason)
+            raise common.NotAccelerated("THRESH_OTSU with THRESH_TRUNC is not accelerated")
         if graph:
             return _threshold_otsu(src, kind, m)
         # Otsu's histogram is normalised by the pixel count of the traced shape (gdp.ops):
@@ -333,7 +329,15 @@ def _sum_channels(image):
 
 
 def _count_non_zero(image):
-    return ops.count_non_zero(image)
+    """The pixels that do not equal 0, counted as the size less the zeros: a NaN is not zero
+    (OpenCV counts it). TVM's LLVM code writes a float `!=` as an ordered compare, false for a
+    NaN, so ops.count_non_zero's not_equal missed every NaN."""
+    import tensorflow as tf
+
+    if not image.dtype.is_floating:
+        return ops.count_non_zero(image)
+    zeros = tf.reduce_sum(tf.cast(tf.equal(image, tf.zeros_like(image)), tf.int32))
+    return tf.size(image, out_type=tf.int32) - zeros
 
 
 def _lut(image, table):
@@ -388,6 +392,10 @@ def minMaxLoc(src, mask=None):
         lo, hi, ilo, ihi = ops.min_max_loc(src)
         return lo, hi, tf.stack([ilo % width, ilo // width]), tf.stack([ihi % width, ihi // width])
     lo, hi, ilo, ihi = engine.run("minMaxLoc", _min_max_loc, [src], {}, outputs=4, free=True)
+    if math.isnan(lo) or math.isnan(hi):
+        # gdp's min and max propagate a NaN; OpenCV's skip NaNs in its own way (an all-NaN
+        # image gives NaN and the location (-1, last row) in OpenCV 5): OpenCV's answer.
+        raise common.NotAccelerated("the image holds NaN")
     ilo, ihi = int(ilo), int(ihi)
     return float(lo), float(hi), (ilo % width, ilo // width), (ihi % width, ihi // width)
 
@@ -401,7 +409,7 @@ def countNonZero(src):
     if reason:
         raise common.NotAccelerated(reason)
     if graph:
-        return ops.count_non_zero(src)
+        return _count_non_zero(src)
     return int(engine.run("countNonZero", _count_non_zero, [src], {}, free=True))
 
 

@@ -37,8 +37,12 @@ def test_results_shape_like_opencv():
 def test_errors():
     empty = np.zeros((0, 0), np.uint8)
     color = np.zeros((4, 4, 3), np.uint8)
-    with pytest.raises(gcv2.error):
-        gcv2.threshold(empty, 1, 255, cv2.THRESH_BINARY)
+    # An empty image is OpenCV's to answer, except where OpenCV would crash (minMaxLoc: SIGFPE)
+    assert gcv2.threshold(empty, 1, 255, cv2.THRESH_BINARY) == cv2.threshold(empty, 1, 255, 0)
+    with pytest.raises(gcv2.error, match="empty"):
+        gcv2.minMaxLoc(empty)
+    with pytest.raises(gcv2.error, match="empty"):
+        gcv2.copyMakeBorder(empty, 1, 1, 1, 1, cv2.BORDER_REFLECT)
     with pytest.raises(gcv2.error):
         gcv2.threshold(color, 0, 255, cv2.THRESH_BINARY | cv2.THRESH_OTSU)
     with pytest.raises(gcv2.error):

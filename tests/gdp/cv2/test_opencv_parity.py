@@ -1,0 +1,97 @@
+"""Calls OpenCV accepts that gdp.cv2 used to refuse or answer differently (issue 21's cv2 fuzz):
+each must now give OpenCV's answer (its shape, dtype and values), run or fall through."""
+
+from __future__ import annotations
+
+import cv2 as real
+import numpy as np
+import pytest
+import skimage.data
+
+import gdp.cv2 as cv2
+from gdp.cv2 import common
+
+
+@pytest.fixture(scope="module")
+def photo() -> np.ndarray:
+    return real.resize(skimage.data.astronaut()[..., ::-1], (67, 53))
+
+
+def _same(got, want):
+    if isinstance(want, tuple):
+        assert isinstance(got, tuple) and len(got) == len(want)
+        for g, w in zip(got, want, strict=True):
+            _same(g, w)
+        return
+    if isinstance(want, np.ndarray):
+        assert isinstance(got, np.ndarray)
+        assert (got.shape, got.dtype) == (want.shape, want.dtype)
+        np.testing.assert_array_equal(got, want)
+        return
+    assert got == want or (np.isnan(got) and np.isnan(want))
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda cv, x: cv.GaussianBlur(x, (5, 5), 0),
+        lambda cv, x: cv.blur(x, (3, 3)),
+        lambda cv, x: cv.threshold(x, 100, 255, real.THRESH_BINARY),
+        lambda cv, x: cv.flip(x, 1),
+        lambda cv, x: cv.resize(x, (31, 17), interpolation=real.INTER_NEAREST),
+    ],
+    ids=["GaussianBlur", "blur", "threshold", "flip", "resize"],
+)
+def test_one_channel_axis_is_dropped_as_opencv_does(photo, call):
+    gray = real.cvtColor(photo, real.COLOR_BGR2GRAY)[..., None]  # HxWx1
+    _same(call(cv2, gray), call(real, gray))
+
+
+def test_nan_statistics_agree_with_opencv():
+    image = np.random.default_rng(1).random((9, 11), dtype=np.float32)
+    image[3, 4] = np.nan
+    image[0, 0] = 0
+    assert cv2.countNonZero(image) == real.countNonZero(image)
+    _same(cv2.minMaxLoc(image), real.minMaxLoc(image))
+    _same(
+        cv2.minMaxLoc(np.full((4, 5), np.nan, np.float32)),
+        real.minMaxLoc(np.full((4, 5), np.nan, np.float32)),
+    )
+
+
+def test_calls_gdp_does_not_take_run_as_opencv(photo, monkeypatch):
+    common.RESCUED.clear()
+    wide = photo.astype(np.uint16) * 200
+    args = (wide, (5, 3), 1.5)
+    kwargs = {"sigmaY": 1.2, "borderType": real.BORDER_WRAP}
+    _same(cv2.GaussianBlur(*args, **kwargs), real.GaussianBlur(*args, **kwargs))
+    gray = real.cvtColor(photo, real.COLOR_BGR2GRAY)
+    dx, dy = real.Sobel(gray, real.CV_16S, 1, 0), real.Sobel(gray, real.CV_16S, 0, 1)
+    _same(cv2.Canny(dx, dy, 50, 150), real.Canny(dx, dy, 50, 150))
+    swapped = gray.astype(">f4")  # big-endian: OpenCV reads it as it reads it
+    _same(cv2.blur(swapped, (3, 3)), real.blur(swapped, (3, 3)))
+    empty = np.zeros((0, 0), np.uint8)
+    _same(cv2.threshold(empty, 1, 255, 0), real.threshold(empty, 1, 255, 0))
+    monkeypatch.setenv("GDP_CV2_STRICT", "1")
+    with pytest.raises(cv2.FallthroughError, match="BORDER_WRAP"):
+        cv2.GaussianBlur(*args, **kwargs)
+
+
+def test_what_opencv_would_crash_on_is_a_clear_error():
+    empty = np.zeros((0, 0), np.uint8)
+    with pytest.raises(real.error, match="empty"):
+        cv2.minMaxLoc(empty)  # OpenCV 5.0 dies of SIGFPE
+    with pytest.raises(real.error, match="empty"):
+        cv2.copyMakeBorder(empty, 1, 1, 1, 1, real.BORDER_REFLECT)  # OpenCV loops forever
+
+
+def test_bad_dst_is_an_opencv_error_and_writes_nothing(photo):
+    dst = np.zeros_like(photo)
+    dst.flags.writeable = False
+    with pytest.raises(real.error, match="read-only"):
+        cv2.GaussianBlur(photo, (3, 3), 0, dst=dst)
+    assert not dst.any()
+    out = np.zeros(photo.shape[:2] + (1,), np.uint8)  # HxWx1 dst of an HxW result: reused
+    gray = real.cvtColor(photo, real.COLOR_BGR2GRAY)
+    assert cv2.blur(gray, (3, 3), dst=out) is out
+    np.testing.assert_array_equal(out[..., 0], real.blur(gray, (3, 3)))
