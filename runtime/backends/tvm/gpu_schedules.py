@@ -105,12 +105,44 @@ def schedule(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
 _SYNCING = frozenset({"Matmul", "GEMV", "Reduction", "GeneralReduction"})
 
 
+# The longest reduction (elements per output) a kernel's threads compute each on its own rather
+# than with dlight's cross-thread reduction rules: a channel sum (cvtColor's weighted sum over
+# 3) gains nothing from a warp, and on a kernel with a stencil chain inlined those rules spent
+# 65 s of a 90 s compile (gdp.cv2's GaussianBlur -> cvtColor at 480x640, on 2 cores) before
+# ThreadSync refused their schedule.
+SERIAL_REDUCTION = 32
+
+
+def _longest_reduction(func: tvm.tirx.PrimFunc) -> int:
+    """The most elements one output of any block of `func` reduces (the product of its
+    reduction axes' extents; a run-time extent counts as long); 1 without reductions."""
+    from tvm.s_tir import SBlock
+
+    longest = [1]
+
+    def seen(block):
+        count = 1
+        for iv in block.iter_vars:
+            if iv.iter_type != tvm.tirx.IterVar.CommReduce:
+                continue
+            extent = iv.dom.extent
+            count *= int(extent) if isinstance(extent, tvm.tirx.IntImm) else 1 << 30
+        longest[0] = max(longest[0], count)
+        return block
+
+    tvm_ffi.structural_map(func, [(SBlock, seen)], order="post")
+    return longest[0]
+
+
 def _candidates(func: tvm.tirx.PrimFunc, target: tvm.target.Target, name: str, why: list):
     """(how, scheduled kernel) in the order they are tried: each of dlight's rules that takes
     `func`, DefaultGPUSchedule, one thread. A rule or pass that raises is noted in `why`: dlight
     checks a kernel's form only partly before scheduling it, and a primitive may then refuse."""
+    short = _longest_reduction(func) <= SERIAL_REDUCTION
     for rule in _rules():
         how = type(rule).__name__
+        if short and how in _SYNCING:
+            continue  # a reduction shorter than a warp: Fallback's thread reduces it alone
         try:
             with target:
                 space = rule.apply(func, target, False)
@@ -127,7 +159,11 @@ def _candidates(func: tvm.tirx.PrimFunc, target: tvm.target.Target, name: str, w
         yield "DefaultGPUSchedule", one["main"]
     except Exception as err:
         why.append(f"DefaultGPUSchedule: {_first_line(err)}")
-    yield "one thread", _single_thread(func, name, why)
+    single = _single_thread(func, name, why)
+    if single is not None:
+        yield "one thread", single
+    else:
+        why.append("one thread: the kernel allocates buffers, which a GPU kernel cannot")
 
 
 def _build_error(gvar: tvm.ir.GlobalVar, func: tvm.tirx.PrimFunc, target) -> str | None:
@@ -155,17 +191,18 @@ def _build_error(gvar: tvm.ir.GlobalVar, func: tvm.tirx.PrimFunc, target) -> str
 SINGLE_THREAD_ELEMENTS = 1 << 16
 
 
-def _single_thread(func: tvm.tirx.PrimFunc, name: str, why: list[str]) -> tvm.tirx.PrimFunc:
+def _single_thread(func: tvm.tirx.PrimFunc, name: str, why: list[str]) -> tvm.tirx.PrimFunc | None:
     """`func` run whole by one thread of one block: its root block's body under blockIdx.x and
-    threadIdx.x loops of extent 1. For a kernel without loops of its own, which dlight and
-    DefaultGPUSchedule cannot bind (gdp's index checks of relax_import: a scalar index checked
-    by an assertion). Correct, and serial: a kernel holding more than SINGLE_THREAD_ELEMENTS
-    is said in a RuntimeWarning."""
+    threadIdx.x loops of extent 1; None for a kernel whose root block allocates buffers (in
+    global memory, which a GPU kernel cannot allocate). For a kernel without loops of its own,
+    which dlight and DefaultGPUSchedule cannot bind (gdp's index checks of relax_import: a
+    scalar index checked by an assertion). Correct, and serial: a kernel holding more than
+    SINGLE_THREAD_ELEMENTS is said in a RuntimeWarning."""
     from tvm.s_tir import SBlock, SBlockRealize
 
     realize = func.body
-    if not isinstance(realize, SBlockRealize):
-        return func
+    if not isinstance(realize, SBlockRealize) or len(realize.block.alloc_buffers):
+        return None
     block = realize.block
     body = block.body
     for tag in ("threadIdx.x", "blockIdx.x"):

@@ -1,0 +1,319 @@
+"""The gpu target (runtime/backends/tvm/cuda.py, gpu_schedules.py) on a machine without a GPU:
+every workload and a gdp.cv2 chain compile to PTX for sm_80 and sm_90, with launchable (.entry)
+kernels, checked by ptxas where the machine has it. The tests that run kernels need a CUDA GPU
+and are skipped, with the reason, where there is none.
+
+Compiling goes through the stages gdp.compile runs (conversion, the rewrite pipeline with the
+gpu target's rewrites, the backend's compile) without loading the result, which needs a GPU."""
+
+import importlib
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tvm
+import tvm_ffi
+
+import gdp
+from gdp.errors import ExecutionError, TargetError
+from gdp.frontend import convert
+from gdp.frontend.common import IR_VERSION
+from gdp.rewrites import load_profile, pipeline
+from gdp.runtime.backends import get_backend
+from gdp.runtime.backends.tvm import cuda, gpu_schedules
+from gdp.runtime.backends.tvm.backend import LIBRARY
+from gdp.runtime.targets import get_target
+from gdp.signature import graph_inputs
+from tests import SAMPLES
+
+sys.path.insert(0, str(SAMPLES))
+
+import workload
+
+HAS_GPU = tvm.cuda().exist
+NO_GPU = (
+    "no CUDA GPU on this machine: the gpu target's kernels are compiled and checked as PTX"
+    " here, and run only where TVM's CUDA runtime sees a GPU"
+)
+PTXAS = shutil.which("ptxas")
+NO_PTXAS = "ptxas (a CUDA toolkit's PTX assembler) is not on PATH: the PTX is not assembled"
+ARCHS = ("sm_80", "sm_90")
+# canny's prepare step is one stencil chain whose build takes about 25 s per architecture on
+# two cores; the others take under a second each.
+SLOW = {"canny"}
+
+
+def _program(name: str):
+    module = importlib.import_module(name)
+    if hasattr(module, "program"):
+        return module.program
+    return module.make_prepare(module.LOW, module.HIGH, module.L2_GRADIENT)  # canny
+
+
+def _shapes(name: str):
+    """The shapes of the workload's own inputs (a per-shape compile, as its first call makes)."""
+    return {k: v.shape for k, v in importlib.import_module(name).inputs().items()}
+
+
+def _cases():
+    return [
+        pytest.param(name, arch, marks=[pytest.mark.slow] if name in SLOW else [])
+        for name in workload.WORKLOADS
+        for arch in ARCHS
+    ]
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    """compiled(key, program, arch, shapes=None) -> (library bytes, meta, seconds), once per
+    key and arch; `shapes` fix the graph's free dimensions (None: it has none)."""
+    done: dict = {}
+    graphs: dict = {}
+
+    def build(key: str, program, arch: str, shapes: dict | None = None):
+        if (key, arch) not in done:
+            if key not in graphs:
+                graphs[key] = convert(program, None)[0]
+            graph = graphs[key]
+            backend = cuda.TvmCudaBackend(arch)
+            target = get_target("gpu")
+            outdir = tmp_path_factory.mktemp(f"{key}-{arch}")
+            profile = load_profile(target.profile, outdir)
+            prepared = pipeline.prepare(
+                graph,
+                shapes=shapes or {s.name: s.shape for s in graph_inputs(graph)},
+                required=backend.required_rewrites,
+                substitute=target.substitutes,
+                profile=profile,
+                fp16=None,
+                max_ir_version=IR_VERSION,
+            )
+            t0 = time.perf_counter()
+            meta = backend.compile(prepared.graph, outdir, {}, profile)
+            seconds = time.perf_counter() - t0
+            done[key, arch] = ((outdir / LIBRARY).read_bytes(), meta, seconds)
+        return done[key, arch]
+
+    return build
+
+
+def _check_library(library: bytes, meta: dict, arch: str) -> list[str]:
+    modules = cuda.ptx_of(library)
+    assert modules, "no PTX in the library"
+    for module in modules:
+        assert re.search(rf"^\.target {arch}\b", module, re.M), f"PTX not for {arch}"
+        assert not re.search(r"^\.visible \.func", module, re.M), "a kernel left a .func"
+    kernels = [k for m in modules for k in cuda.ptx_kernels(m)]
+    assert len(kernels) >= meta["kernels"] >= 1
+    assert meta["gpu_arch"] == arch
+    return modules
+
+
+def _assemble(modules: list[str], arch: str, tmp_path) -> None:
+    for i, ptx in enumerate(modules):
+        source = tmp_path / f"kernels{i}.ptx"
+        source.write_text(ptx)
+        done = subprocess.run(
+            [PTXAS, f"-arch={arch}", str(source), "-o", str(tmp_path / f"kernels{i}.cubin")],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+
+
+# -- the target and its names ------------------------------------------------------------------
+
+
+def test_gpu_target_is_served_by_the_cuda_backend():
+    target = get_target("gpu")
+    backend = get_backend(target.backend)
+    assert target.backend == "tvm-cuda"
+    assert isinstance(backend, cuda.TvmCudaBackend)
+    assert backend.schedules is gpu_schedules
+    assert backend.static_shapes and not backend.generic_shapes
+
+
+def test_architecture_from_the_environment_and_its_errors(monkeypatch):
+    monkeypatch.setenv(cuda.ARCH_ENV, "sm_80")
+    backend = cuda.TvmCudaBackend()
+    assert backend.target().attrs["mcpu"] == "sm_80"
+    sm80 = backend.fingerprint()
+    monkeypatch.setenv(cuda.ARCH_ENV, "sm_90")
+    assert backend.target().attrs["mcpu"] == "sm_90"
+    assert backend.fingerprint() != sm80  # the cache never serves one arch's code to another
+    monkeypatch.setenv(cuda.ARCH_ENV, "90")
+    with pytest.raises(TargetError, match="GDP_GPU_ARCH.*'90'"):
+        backend.target()
+    with pytest.raises(TargetError, match="arch.*'compute_90'"):
+        cuda.TvmCudaBackend("compute_90")
+    assert cuda.TvmCudaBackend("sm_80").target().attrs["mcpu"] == "sm_80"
+
+
+def test_default_architecture_without_a_gpu(monkeypatch):
+    monkeypatch.delenv(cuda.ARCH_ENV, raising=False)
+    if HAS_GPU:
+        major, minor = tvm.cuda().compute_version.split(".")
+        assert cuda.gpu_arch() == f"sm_{major}{minor}"
+    else:
+        assert cuda.gpu_arch() == cuda.DEFAULT_ARCH == "sm_90"
+
+
+# -- the PTX patch -------------------------------------------------------------------------
+
+_PTX = (
+    b"//\n// Generated by LLVM NVPTX Back-End\n//\n\n.version 7.8\n.target sm_90\n"
+    b".address_size 64\n\n\t// .globl\tscale_kernel\n"
+    b".visible .func scale_kernel(\n\t.param .b64 scale_kernel_param_0\n)\n{\n"
+    b"\t.reg .b64 \t%rd<2>;\n\n\tld.param.b64 \t%rd1, [scale_kernel_param_0];\n\tret;\n\n}\n"
+    b"\t// .weak\t__truncsfhf2\n.weak .func  (.param .b32 func_retval0) __truncsfhf2(\n"
+    b"\t.param .b32 __truncsfhf2_param_0\n)\n{\n\tret;\n\n}\n"
+)
+
+
+def test_kernels_become_entries_at_the_same_length():
+    patched = cuda.kernels_as_entries(_PTX)
+    assert len(patched) == len(_PTX)
+    text = patched.decode()
+    assert cuda.ptx_kernels(text) == ["scale_kernel"]
+    assert ".visible .entry scale_kernel(" in text
+    assert ".weak .func  (.param .b32 func_retval0) __truncsfhf2(" in text  # a helper stays
+    assert cuda.kernels_as_entries(patched) == patched  # nothing left to patch
+
+
+def test_kernels_that_cannot_fit_are_refused():
+    tight = _PTX.replace(b"\t// .globl\tscale_kernel\n", b"").replace(b"\t", b"")
+    with pytest.raises(ValueError, match="cannot hold 1 kernels"):
+        cuda.kernels_as_entries(tight)
+
+
+@pytest.mark.skipif(PTXAS is None, reason=NO_PTXAS)
+def test_patched_kernel_assembles(tmp_path):
+    _assemble([cuda.kernels_as_entries(_PTX).decode()], "sm_90", tmp_path)
+
+
+# -- the schedules -------------------------------------------------------------------------
+
+
+def test_every_kernel_is_bound_with_int32_thread_indices():
+    from tvm import te
+
+    n = tvm.tirx.IntImm("int64", 1 << 20)
+    a = te.placeholder((n, tvm.tirx.IntImm("int64", 3)), "float32", name="a")
+    b = te.compute(a.shape, lambda i, c: a[i, c] * 2.0, name="b")
+    total = te.compute((n,), lambda i: a[i, 0] + a[i, 1] + a[i, 2], name="total")
+    mod = tvm.IRModule(
+        {
+            "scale": te.create_prim_func([a, b]),
+            "total": te.create_prim_func([a, total]),
+        }
+    )
+    target = cuda.TvmCudaBackend("sm_90").target()
+    scheduled = gpu_schedules.schedule(mod, target)
+    for gvar, func in scheduled.functions.items():
+        bound = []
+
+        def seen(loop, bound=bound):
+            if loop.thread_binding is not None:
+                bound.append(loop)
+            return loop
+
+        tvm_ffi.structural_map(func, [(tvm.tirx.For, seen)], order="post")
+        assert bound, f"{gvar.name_hint} has no thread binding"
+        assert all(str(loop.loop_var.ty.dtype) == "int32" for loop in bound)
+    assert gpu_schedules.row_scan(None) is None
+    assert gpu_schedules.KERNEL_RULES.many_to_many == 1
+
+
+# -- the workloads and gdp.cv2 -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "arch"), _cases())
+def test_workload_compiles_to_ptx(name, arch, compiled):
+    library, meta, seconds = compiled(name, _program(name), arch, _shapes(name))
+    _check_library(library, meta, arch)
+    print(f"{name} {arch}: {meta['kernels']} kernels in {seconds:.1f} s")
+
+
+@pytest.mark.skipif(PTXAS is None, reason=NO_PTXAS)
+@pytest.mark.parametrize(("name", "arch"), _cases())
+def test_workload_ptx_assembles(name, arch, compiled, tmp_path):
+    library, meta, _ = compiled(name, _program(name), arch, _shapes(name))
+    _assemble(_check_library(library, meta, arch), arch, tmp_path)
+
+
+def _cv2_programs():
+    import tensorflow as tf
+
+    import gdp.cv2 as cv2
+
+    @tf.function(input_signature=[tf.TensorSpec([480, 640, 3], tf.uint8, name="src")])
+    def blur_gray(src):
+        return {"gray": cv2.cvtColor(cv2.GaussianBlur(src, (5, 5), 0), cv2.COLOR_BGR2GRAY)}
+
+    @tf.function(input_signature=[tf.TensorSpec([480, 640, 3], tf.uint8, name="src")])
+    def resize_flip(src):
+        small = cv2.resize(src, (320, 240), interpolation=cv2.INTER_LINEAR)
+        return {"flipped": cv2.flip(cv2.cvtColor(small, cv2.COLOR_BGR2RGB), 1)}
+
+    @tf.function(input_signature=[tf.TensorSpec([480, 640, 3], tf.uint8, name="src")])
+    def gray_threshold(src):
+        gray = cv2.cvtColor(src, cv2.COLOR_BGR2GRAY)
+        return {"mask": cv2.threshold(gray, 100, 255, cv2.THRESH_BINARY)[1]}
+
+    return {
+        "cv2_blur_gray": blur_gray,
+        "cv2_resize_flip": resize_flip,
+        "cv2_gray_threshold": gray_threshold,
+    }
+
+
+# GaussianBlur's graph (reflect-101 borders as slices and concats) inlined into one kernel takes
+# dlight's Fallback 23 s of compute_inline on two cores.
+_CV2_CASES = [
+    pytest.param("cv2_blur_gray", marks=pytest.mark.slow),
+    "cv2_resize_flip",
+    "cv2_gray_threshold",
+]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("name", _CV2_CASES)
+def test_cv2_chain_compiles_to_ptx(name, arch, compiled, tmp_path):
+    library, meta, _ = compiled(name, _cv2_programs()[name], arch)
+    modules = _check_library(library, meta, arch)
+    if PTXAS is not None:  # test_workload_ptx_assembles says when it is skipped
+        _assemble(modules, arch, tmp_path)
+
+
+# -- the API without a GPU, and runs on one ------------------------------------------------
+
+
+@pytest.mark.skipif(HAS_GPU, reason="this machine has a CUDA GPU: the gpu target loads there")
+def test_compiling_for_gpu_without_one_is_a_clear_error(tmp_path):
+    tone = importlib.import_module("tone")
+    with pytest.raises(ExecutionError, match="needs a CUDA GPU"):
+        gdp.compile(tone.program, target="gpu", verify=False, cache_dir=tmp_path)
+
+
+@pytest.mark.skipif(not HAS_GPU, reason=NO_GPU)
+@pytest.mark.parametrize("name", workload.WORKLOADS)
+def test_workload_on_the_gpu_matches_its_peer(name):
+    workload.run(importlib.import_module(name), target="gpu")
+
+
+@pytest.mark.skipif(not HAS_GPU, reason=NO_GPU)
+def test_cv2_chain_on_the_gpu_matches_opencv(tmp_path):
+    import cv2 as opencv
+
+    rng = np.random.default_rng(0)
+    src = rng.integers(0, 256, (480, 640, 3), dtype=np.uint8)
+    model = gdp.compile(_cv2_programs()["cv2_blur_gray"], target="gpu", cache_dir=tmp_path)
+    got = model(src)
+    got = got["gray"] if isinstance(got, dict) else got
+    want = opencv.cvtColor(opencv.GaussianBlur(src, (5, 5), 0), opencv.COLOR_BGR2GRAY)
+    assert np.abs(got.astype(int) - want.astype(int)).max() <= 1
