@@ -3,6 +3,8 @@ medianBlur, Sobel, Scharr, Laplacian, erode, dilate, morphologyEx, Canny."""
 
 from __future__ import annotations
 
+import math
+
 import cv2 as _cv2
 import numpy as np
 
@@ -43,6 +45,35 @@ def _out_dtype(func: str, src: np.ndarray, ddepth: int) -> np.dtype:
     if ddepth not in _CV_DEPTH:
         raise common.error(func, f"unsupported ddepth {ddepth}")
     return np.dtype(_CV_DEPTH[ddepth])
+
+
+# The (source, result) depths OpenCV 5's filter engine refuses ("Unsupported combination of
+# source format and destination format"): separable filters (Sobel, Scharr, sepFilter2D, a
+# Laplacian of ksize > 3) have no 32S result and no 64F -> 32F; a 2-D kernel (filter2D, a
+# Laplacian of ksize 1 or 3) also keeps floats in their own depth and 16-bit images in 16 bits
+# or float.
+_SEPARABLE_REFUSED = {(src, np.int32) for src in (np.uint8, np.uint16, np.int16, np.float32)} | {
+    (np.float64, np.int32),
+    (np.float64, np.float32),
+}
+_2D_REFUSED = _SEPARABLE_REFUSED | {
+    (np.uint16, np.uint8),
+    (np.uint16, np.int16),
+    (np.int16, np.uint8),
+    (np.int16, np.uint16),
+    *((np.float32, out) for out in (np.uint8, np.uint16, np.int16, np.float64)),
+    *((np.float64, out) for out in (np.uint8, np.uint16, np.int16)),
+}
+
+
+def _check_depths(func: str, src_dtype: np.dtype, out: np.dtype, two_d: bool) -> None:
+    refused = _2D_REFUSED if two_d else _SEPARABLE_REFUSED
+    if any(np.dtype(a) == src_dtype and np.dtype(b) == out for a, b in refused):
+        raise common.error(
+            func,
+            f"Unsupported combination of source format ({src_dtype}) and destination format"
+            f" ({out})",
+        )
 
 
 def _linear(src, out_dtype, kernel_x, kernel_y, kernel_2d, anchor, delta, border, scale=1.0):
@@ -351,19 +382,28 @@ def _box(src, out_dtype, ksize, anchor, normalize, border):
     import tensorflow as tf
 
     kw, kh = ksize
-    total = _linear(
-        src,
-        np.float64 if normalize else out_dtype,
-        np.ones(kw),
-        np.ones(kh),
-        None,
-        anchor,
-        0,
-        border,
-    )
+    area = kw * kh
+    ones = np.ones(kw), np.ones(kh)
+    if normalize and src.dtype == tf.uint8 and np.dtype(out_dtype) == np.uint8 and 1 < area <= 256:
+        # OpenCV's ColumnSum<ushort, uchar>: (sum + delta) * divide >> 23 in fixed point, which
+        # rounds a half up (a float division rounds it to even: an even area differed by 1)
+        shift = 23
+        exact = (1 << shift) / area
+        divide, delta = math.floor(exact), area // 2
+        if exact - divide < 0.5:
+            delta += 1
+        else:
+            divide += 1
+        # (sum + delta) * divide reaches 2**31 (area 2, two 255s): int64, and a saturation as
+        # OpenCV's vector code does (a 2-tap mean of 255s is 256 before it; OpenCV's scalar tail
+        # wraps it to 0, a quirk gdp does not copy)
+        total = _linear(src, np.int32, *ones, None, anchor, 0, border)
+        fixed = tf.math.floordiv((tf.cast(total, tf.int64) + delta) * divide, 1 << shift)
+        return tf.cast(tf.minimum(fixed, 255), tf.uint8)
+    total = _linear(src, np.float64 if normalize else out_dtype, *ones, None, anchor, 0, border)
     if not normalize:
         return total
-    scaled = total * tf.constant(1.0 / (kw * kh), tf.float64)
+    scaled = total * tf.constant(1.0 / area, tf.float64)
     return F.saturate(scaled, tf.as_dtype(np.dtype(out_dtype)))
 
 
@@ -434,6 +474,10 @@ def _run_linear(
     derive=None,
 ):
     out = _out_dtype(func, src, ddepth)
+    two_d = kernel_2d is not None or (
+        derive is not None and derive[0] == "laplacian" and derive[1] <= 3
+    )
+    _check_depths(func, common.dtype_of(src), out, two_d)
     as_list = lambda k: None if k is None else np.asarray(k, np.float64).tolist()
     params = dict(
         out_dtype=out.name,

@@ -95,3 +95,36 @@ def test_bad_dst_is_an_opencv_error_and_writes_nothing(photo):
     gray = real.cvtColor(photo, real.COLOR_BGR2GRAY)
     assert cv2.blur(gray, (3, 3), dst=out) is out
     np.testing.assert_array_equal(out[..., 0], real.blur(gray, (3, 3)))
+
+
+@pytest.mark.parametrize("ksize", [(1, 1), (2, 1), (2, 2), (4, 3), (6, 5), (16, 16), (17, 16)])
+def test_uint8_box_filter_rounds_as_opencv(ksize):
+    """OpenCV's uint8 box filter up to 256 taps is fixed point that rounds a half up (and makes
+    a 2-tap mean of 7s 8). A row 64 wide: OpenCV's scalar tail (past its vectors) wraps a 2-tap
+    mean of 255s to 0 where its vector code gives 255, as gdp does."""
+    rng = np.random.default_rng(sum(ksize))
+    constant = np.full((9, 64), 255, np.uint8)
+    for image in (rng.integers(0, 256, (23, 37, 3), dtype=np.uint8), constant, constant - 248):
+        np.testing.assert_array_equal(cv2.blur(image, ksize), real.blur(image, ksize))
+
+
+@pytest.mark.parametrize("func", ["Sobel", "sepFilter2D", "filter2D", "Laplacian", "Laplacian5"])
+def test_result_depths_opencv_refuses_are_refused(func):
+    calls = {
+        "Sobel": lambda cv, x, d: cv.Sobel(x, d, 1, 0),
+        "sepFilter2D": lambda cv, x, d: cv.sepFilter2D(x, d, np.ones(3), np.ones(3)),
+        "filter2D": lambda cv, x, d: cv.filter2D(x, d, np.ones((3, 3), np.float32)),
+        "Laplacian": lambda cv, x, d: cv.Laplacian(x, d),
+        "Laplacian5": lambda cv, x, d: cv.Laplacian(x, d, ksize=5),
+    }
+    call = calls[func]
+    for dtype in (np.uint8, np.uint16, np.int16, np.float32, np.float64):
+        image = np.arange(30, dtype=dtype).reshape(5, 6)
+        for depth in (real.CV_8U, real.CV_16U, real.CV_16S, real.CV_32S, real.CV_32F, real.CV_64F):
+            try:
+                want = call(real, image, depth)
+            except real.error:
+                with pytest.raises(real.error):
+                    call(cv2, image, depth)
+                continue
+            assert call(cv2, image, depth).dtype == want.dtype
