@@ -19,7 +19,7 @@ import tvm
 import tvm_ffi
 
 import gdp
-from gdp.errors import ExecutionError, TargetError
+from gdp.errors import CompileError, ExecutionError, TargetError
 from gdp.frontend import convert
 from gdp.frontend.common import IR_VERSION
 from gdp.rewrites import load_profile, pipeline
@@ -290,13 +290,50 @@ def test_cv2_chain_compiles_to_ptx(name, arch, compiled, tmp_path):
         _assemble(modules, arch, tmp_path)
 
 
+# -- libdevice (CUDA's math functions) ----------------------------------------------------
+
+
+def _math_program():
+    import tensorflow as tf
+
+    @tf.function(input_signature=[tf.TensorSpec([64, 64, 3], tf.float32, name="x")])
+    def math(x):
+        return {"y": tf.exp(x) / (1.0 + tf.math.log(1.0 + tf.abs(x))) + tf.math.erf(x)}
+
+    return math
+
+
+@pytest.mark.skipif(
+    cuda.libdevice_path() is None,
+    reason="no libdevice on this machine (a CUDA toolkit's nvvm/libdevice, or nvidia-cuda-nvcc)",
+)
+def test_math_functions_link_libdevice(compiled, tmp_path):
+    library, meta, _ = compiled("math", _math_program(), "sm_90")
+    modules = _check_library(library, meta, "sm_90")
+    assert not any("__nv_" in m for m in modules)  # linked and inlined, none left to resolve
+    if PTXAS is not None:
+        _assemble(modules, "sm_90", tmp_path)
+
+
+def test_math_functions_without_libdevice_are_a_compile_error(monkeypatch, tmp_path):
+    graph = convert(_math_program(), None)[0]
+    monkeypatch.setattr(cuda, "libdevice_path", lambda: None)
+    backend = cuda.TvmCudaBackend("sm_90")
+    prepared = pipeline.prepare(
+        graph, None, backend.required_rewrites, False, None, None, IR_VERSION
+    )
+    with pytest.raises(CompileError, match=r"__nv_expf.*set CUDA_PATH"):
+        backend.compile(prepared.graph, tmp_path, {}, None)
+
+
 # -- the API without a GPU, and runs on one ------------------------------------------------
 
 
 @pytest.mark.skipif(HAS_GPU, reason="this machine has a CUDA GPU: the gpu target loads there")
 def test_compiling_for_gpu_without_one_is_a_clear_error(tmp_path):
     tone = importlib.import_module("tone")
-    with pytest.raises(ExecutionError, match="needs a CUDA GPU"):
+    # No driver: TVM's CUDA runtime does not load; a driver without a GPU: none is visible.
+    with pytest.raises(ExecutionError, match="target 'gpu' needs"):
         gdp.compile(tone.program, target="gpu", verify=False, cache_dir=tmp_path)
 
 

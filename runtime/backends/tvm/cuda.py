@@ -30,11 +30,10 @@ from pathlib import Path
 
 import onnx
 import tvm
-from tvm.relax.backend.cuda import pipeline as cuda_pipeline
 
 from gdp.errors import CompileError, ExecutionError, TargetError
 from gdp.runtime.backends.base import CostProfile, Executable
-from gdp.runtime.backends.tvm import gpu_schedules, llvm
+from gdp.runtime.backends.tvm import gpu_schedules
 from gdp.runtime.backends.tvm.backend import LIBRARY, TvmBackend
 
 # The architecture compiled for where neither GDP_GPU_ARCH nor a present GPU names one.
@@ -198,23 +197,64 @@ def _check_ptx(library: bytes, arch: str, kernels: int) -> None:
         )
 
 
+def _cuda_pipeline():
+    from tvm.relax.backend.cuda import pipeline
+
+    return pipeline
+
+
 class _Pipeline:
     """TVM's CUDA pass lists (tvm.relax.backend.cuda.pipeline) less the dlight scheduling its
     legalize step ends with: lowering.py fuses after legalisation, and the fused kernels are
     scheduled afterwards by gpu_schedules (a kernel scheduled before FuseTIR would be fused with
-    its thread bindings)."""
+    its thread bindings). Imported when compiling: loading needs no compiler."""
 
-    library_dispatch_passes = staticmethod(cuda_pipeline.library_dispatch_passes)
-    dataflow_lower_passes = staticmethod(cuda_pipeline.dataflow_lower_passes)
-    finalize_passes = staticmethod(cuda_pipeline.finalize_passes)
+    @staticmethod
+    def library_dispatch_passes(target: tvm.target.Target) -> list:
+        return _cuda_pipeline().library_dispatch_passes(target)
 
     @staticmethod
     def legalize_passes(target: tvm.target.Target) -> list:
         return [
             p
-            for p in cuda_pipeline.legalize_passes(target)
+            for p in _cuda_pipeline().legalize_passes(target)
             if p.info.name != "ApplyDefaultSchedule"
         ]
+
+    @staticmethod
+    def dataflow_lower_passes(target: tvm.target.Target) -> list:
+        return _cuda_pipeline().dataflow_lower_passes(target)
+
+    @staticmethod
+    def finalize_passes(target: tvm.target.Target) -> list:
+        return _cuda_pipeline().finalize_passes(target)
+
+
+def load_cuda_runtime() -> None:
+    """TVM's CUDA runtime (libtvm_runtime_cuda: the CUDA device API and the loader of CUDA
+    modules) loaded where `import tvm` has not: with TVM_USE_RUNTIME_LIB=1, TVM loads no device
+    backend. ExecutionError where it cannot load (no CUDA driver's libcuda.so.1, or no
+    libcudart.so.13)."""
+    import tvm_ffi
+
+    if tvm_ffi.get_global_func("ffi.Module.load_from_bytes.cuda", allow_missing=True):
+        return
+    from tvm.base import _LOADED_LIBS
+    from tvm_ffi.libinfo import load_lib_ctypes
+
+    directory = Path(_LOADED_LIBS["tvm_runtime"]._name).resolve().parent
+    try:
+        _LOADED_LIBS["tvm_runtime_cuda"] = load_lib_ctypes(
+            package="tvm",
+            target_name="tvm_runtime_cuda",
+            extra_lib_paths=[directory],
+            mode="RTLD_LOCAL",
+        )
+    except (OSError, RuntimeError) as err:
+        raise ExecutionError(
+            "target 'gpu' needs TVM's CUDA runtime (tvm/lib/libtvm_runtime_cuda.so, which links"
+            f" the CUDA driver's libcuda.so.1 and libcudart.so.13), and it did not load: {err}"
+        ) from err
 
 
 class TvmCudaBackend(TvmBackend):
@@ -243,6 +283,8 @@ class TvmCudaBackend(TvmBackend):
     @functools.cached_property
     def code_hash(self) -> str:
         # The min/max rewrite of finish() lives in llvm.py: its changes recompile too.
+        from gdp.runtime.backends.tvm import llvm
+
         digest = hashlib.sha256(super().code_hash.encode())
         digest.update(Path(llvm.__file__).read_bytes())
         return digest.hexdigest()[:16]
@@ -250,6 +292,8 @@ class TvmCudaBackend(TvmBackend):
     def finish(self, mod: tvm.IRModule) -> tvm.IRModule:
         # TF's and ONNX's min, max and clip return NaN for a NaN operand; the min/max selects
         # TVM's LLVM code generation writes (for the GPU as for the CPU) would not.
+        from gdp.runtime.backends.tvm import llvm
+
         return llvm.nan_propagating_min_max(mod)
 
     def compile(
@@ -267,7 +311,11 @@ class TvmCudaBackend(TvmBackend):
         meta["gpu_arch"] = arch
         return meta
 
+    def prepare_load(self) -> None:
+        load_cuda_runtime()
+
     def load(self, artifact_dir: Path, meta: dict) -> Executable:
+        load_cuda_runtime()
         if not tvm.cuda().exist:
             raise ExecutionError(
                 "target 'gpu' needs a CUDA GPU to run, and this machine has none visible to"

@@ -19,7 +19,6 @@ import warnings
 
 import tvm
 import tvm_ffi
-from tvm.s_tir import dlight as dl
 
 from gdp.errors import CompileError
 from gdp.runtime import fusion as F
@@ -38,6 +37,8 @@ KERNEL_RULES = F.KernelRules(
 
 def _rules() -> list:
     """TVM's GPU default rules, in the order its CUDA pipeline applies them."""
+    from tvm.s_tir import dlight as dl
+
     return [
         dl.gpu.Matmul(),
         dl.gpu.GEMV(),
