@@ -65,7 +65,11 @@ def _blob_call(func, images, scalefactor, size, mean, swapRB, crop, ddepth):
     if swapRB:  # OpenCV swaps the mean with the channels: it is given in the output's order
         mean4[0], mean4[2] = mean4[2], mean4[0]
     channels = 1 if first.ndim == 2 else first.shape[2]
-    if common.dtype_of(first) not in (np.uint8, np.float32) or (swapRB and channels < 3):
+    if (
+        common.dtype_of(first) not in (np.uint8, np.float32)
+        or channels not in (1, 3, 4)  # OpenCV refuses 2 channels itself
+        or (swapRB and channels < 3)
+    ):
         raise common.NotAccelerated(
             "only uint8/float32 images with 1, 3 or 4 channels are accelerated"
         )

@@ -128,3 +128,18 @@ def test_result_depths_opencv_refuses_are_refused(func):
                     call(cv2, image, depth)
                 continue
             assert call(cv2, image, depth).dtype == want.dtype
+
+
+def test_blob_from_image_refuses_what_opencv_refuses(photo):
+    two = np.ascontiguousarray(photo[..., :2])
+    for call in (
+        lambda cv: cv.dnn.blobFromImage(two, size=(24, 24)),
+        lambda cv: cv.dnn.blobFromImages([two, two], size=(24, 24)),
+    ):
+        with pytest.raises(real.error):
+            call(real)
+        with pytest.raises(real.error):
+            call(cv2)
+    wide = photo.astype(np.int16)  # not accelerated: OpenCV's own answer, from the image given
+    want = real.dnn.blobFromImages([wide, wide], 1 / 255, (24, 24), swapRB=True)
+    _same(cv2.dnn.blobFromImages([wide, wide], 1 / 255, (24, 24), swapRB=True), want)
