@@ -35,6 +35,7 @@ from gdp.errors import CompileError, ExecutionError, TargetError
 from gdp.runtime.backends.base import CostProfile, Executable
 from gdp.runtime.backends.tvm import gpu_schedules
 from gdp.runtime.backends.tvm.backend import LIBRARY, TvmBackend
+from gdp.runtime.backends.tvm.executable import TvmExecutable
 
 # The architecture compiled for where neither GDP_GPU_ARCH nor a present GPU names one.
 DEFAULT_ARCH = "sm_90"
@@ -257,6 +258,18 @@ def load_cuda_runtime() -> None:
         ) from err
 
 
+class CudaExecutable(TvmExecutable):
+    """A gpu model run by the Relax VM on a CUDA device. Kernels launch asynchronously: with a
+    profile, each VM hook first waits for the device, so a kernel's time is its own and the
+    run's execute time ends when its last kernel does (the copies out would otherwise absorb
+    the kernels' time). Without one nothing waits beyond the copy of the outputs to the host.
+    Works on any device (the tests use the CPU's)."""
+
+    def _instrument(self, func, func_symbol, before_run, ret_value, *args) -> int:
+        self.device.sync()
+        return super()._instrument(func, func_symbol, before_run, ret_value, *args)
+
+
 class TvmCudaBackend(TvmBackend):
     name = "tvm-cuda"
     pipeline = _Pipeline
@@ -321,4 +334,6 @@ class TvmCudaBackend(TvmBackend):
                 "target 'gpu' needs a CUDA GPU to run, and this machine has none visible to"
                 f" TVM's CUDA runtime; the compiled library is {artifact_dir / LIBRARY}"
             )
-        return super().load(artifact_dir, meta)
+        loaded = CudaExecutable(tvm.runtime.load_module(str(artifact_dir / LIBRARY)), self.device())
+        loaded.min_extents = tuple(tuple(m) for m in meta.get("min_extents", ()))
+        return loaded
