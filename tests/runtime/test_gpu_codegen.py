@@ -290,6 +290,48 @@ def test_cv2_chain_compiles_to_ptx(name, arch, compiled, tmp_path):
         _assemble(modules, arch, tmp_path)
 
 
+@pytest.mark.parametrize("arithmetic", ["fp16", "fp32"])
+def test_fp16_workload_compiles_to_ptx(arithmetic, tmp_path):
+    """gdp's fp16 stage (scaled, every op rounded or computed in fp32) on the gpu target: a
+    half-precision multiply-add no longer reaches libdevice's fma, which has no fp16 form."""
+    tone = importlib.import_module("tone")
+    graph = convert(tone.program, None)[0]
+    backend = cuda.TvmCudaBackend("sm_80")
+    fp16 = pipeline.Fp16({"rgb": (0.0, 1.0)}, scaling=True, arithmetic=arithmetic)
+    prepared = pipeline.prepare(
+        graph, None, backend.required_rewrites, False, None, fp16, IR_VERSION
+    )
+    meta = backend.compile(prepared.graph, tmp_path, {}, None)
+    modules = _check_library((tmp_path / LIBRARY).read_bytes(), meta, "sm_80")
+    assert any(re.search(r"\.f16\b", m) for m in modules)
+    if PTXAS is not None:
+        _assemble(modules, "sm_80", tmp_path)
+
+
+def test_half_sums_are_widened_and_others_left_alone():
+    from tvm import te, tirx
+
+    a = te.placeholder((8,), "float16", name="a")
+    x = te.placeholder((8,), "float32", name="x")
+    half = te.compute((8,), lambda i: a[i] * a[i] + a[i], name="half")
+    single = te.compute((8,), lambda i: x[i] * x[i] + x[i], name="single")
+    mod = tvm.IRModule(
+        {"half": te.create_prim_func([a, half]), "single": te.create_prim_func([x, single])}
+    )
+    before = mod["single"]
+    out = cuda.half_sums_without_fma(mod)
+    found = {"half": [], "single": []}
+    for name in found:
+
+        def seen(add, name=name):
+            found[name].append(str(add.ty.dtype))
+            return add
+
+        tvm_ffi.structural_map(out[name], [(tirx.Add, seen)], order="post")
+    assert found == {"half": ["float32"], "single": ["float32"]}
+    assert tvm_ffi.structural_equal(out["single"], before)
+
+
 # -- libdevice (CUDA's math functions) ----------------------------------------------------
 
 

@@ -258,6 +258,45 @@ def load_cuda_runtime() -> None:
         ) from err
 
 
+def _wide(dtype: str) -> str | None:
+    """The float32 type of the same lanes for a 16-bit float type (float16, bfloat16, with
+    or without lanes), else None."""
+    for half in ("bfloat16", "float16"):
+        if dtype == half or dtype.startswith(half + "x"):
+            return "float32" + dtype[len(half) :]
+    return None
+
+
+def half_sums_without_fma(mod: tvm.IRModule) -> tvm.IRModule:
+    """Every 16-bit float sum or difference with a product operand computed as the float32 sum
+    of the two operands, rounded back: `f16(f32(a * b) + f32(c))`.
+
+    TVM's LowerIntrin turns a float `a * b + c` into its fma intrinsic, and the NVPTX rule for
+    it calls libdevice's __nv_fmaf / __nv_fma, which exist for float32 and float64 only: every
+    kernel of a model compiled with fp16 arithmetic failed ("Only support float32 or float64").
+    The product keeps its own rounding to 16 bits; the sum of two 16-bit values rounded to
+    float32 and then to 16 bits is the correctly rounded 16-bit sum (float32 carries more than
+    2p + 2 bits of a 16-bit float's p), so the values are those of rounding every op."""
+    import tvm_ffi
+    from tvm import tirx
+
+    def widened(expr, op):
+        wide = _wide(str(expr.ty.dtype))
+        if wide is None or not (isinstance(expr.a, tirx.Mul) or isinstance(expr.b, tirx.Mul)):
+            return expr
+        total = op(tirx.Cast(wide, expr.a), tirx.Cast(wide, expr.b))
+        return tirx.Cast(str(expr.ty.dtype), total)
+
+    callbacks = [
+        (tirx.Add, lambda e: widened(e, tirx.Add)),
+        (tirx.Sub, lambda e: widened(e, tirx.Sub)),
+    ]
+    for gvar, func in list(mod.functions.items()):
+        if isinstance(func, tvm.tirx.PrimFunc):
+            mod[gvar] = tvm_ffi.structural_map(func, callbacks, order="post")
+    return mod
+
+
 class CudaExecutable(TvmExecutable):
     """A gpu model run by the Relax VM on a CUDA device. Kernels launch asynchronously: with a
     profile, each VM hook first waits for the device, so a kernel's time is its own and the
@@ -307,7 +346,7 @@ class TvmCudaBackend(TvmBackend):
         # TVM's LLVM code generation writes (for the GPU as for the CPU) would not.
         from gdp.runtime.backends.tvm import llvm
 
-        return llvm.nan_propagating_min_max(mod)
+        return half_sums_without_fma(llvm.nan_propagating_min_max(mod))
 
     def compile(
         self, model: onnx.ModelProto, outdir: Path, options: dict, profile: CostProfile | None
