@@ -276,7 +276,9 @@ def half_sums_without_fma(mod: tvm.IRModule) -> tvm.IRModule:
     kernel of a model compiled with fp16 arithmetic failed ("Only support float32 or float64").
     The product keeps its own rounding to 16 bits; the sum of two 16-bit values rounded to
     float32 and then to 16 bits is the correctly rounded 16-bit sum (float32 carries more than
-    2p + 2 bits of a 16-bit float's p), so the values are those of rounding every op."""
+    2p + 2 bits of a 16-bit float's p), so the TIR's values are those of rounding every op.
+    LLVM's NVPTX back end may still contract the product and the sum into one fma.rn.f16 (its
+    default, as nvcc's, for float32 too), which rounds once: docs/gpu.md."""
     import tvm_ffi
     from tvm import tirx
 
