@@ -1,0 +1,75 @@
+"""Random small TF programs (tf_fuzz_cases.py: tf.image, tf.nn and tf.math steps as their docs
+write them, fixed or free image sizes) on the cpu target against TensorFlow: each gives TF's
+result within float32 rounding, or a GdpError; never a crash (each batch runs in a child
+process, so a crash is this test's failure). Fixed seeds: a quick batch here, the long run
+under `-m slow`. Refusals are counted, not failed: today ResizeArea and ResizeBicubic over free
+dimensions (a documented refusal: "give it a static shape").
+
+Regressions found by it: seed 61, onnxscript's Clip(Clip(x)) fusion intersecting disjoint
+intervals (rewrites/specialize.py leaves it out)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import gdp
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _run(seeds: list[int], tmp_path) -> list[dict]:
+    env = {**os.environ, "GDP_CACHE_DIR": str(tmp_path / "cache")}
+    run = subprocess.run(
+        [sys.executable, os.path.join(HERE, "tf_fuzz_cases.py"), *map(str, seeds)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env=env,
+        cwd=HERE,
+    )
+    cases = [json.loads(ln[5:]) for ln in run.stdout.splitlines() if ln.startswith("CASE ")]
+    lost = [s for s in seeds if s not in {c["seed"] for c in cases}]
+    assert run.returncode == 0 and not lost, (
+        f"the child died (rc {run.returncode}) before seeds {lost}: {run.stderr[-3000:]}"
+    )
+    failures = [c for c in cases if c["result"] in ("mismatch", "error")]
+    assert not failures, json.dumps(failures, indent=1)
+    refused = [c for c in cases if c["result"] == "refused"]
+    for case in refused:  # the one documented refusal today
+        assert "give it a static shape" in case["error"], json.dumps(case, indent=1)
+    return cases
+
+
+def test_tf_fuzz_quick(tmp_path):
+    _run([*range(12), 61], tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("batch", range(6))
+def test_tf_fuzz_long(batch, tmp_path):
+    _run(list(range(100 + 50 * batch, 150 + 50 * batch)), tmp_path)
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        lambda x: tf.clip_by_value(tf.clip_by_value(x, -0.35, 0.15), 0.5, 1.0),
+        lambda x: tf.clip_by_value(tf.clip_by_value(x, 0.5, 1.0), -0.35, 0.15),
+        lambda x: tf.nn.relu(tf.clip_by_value(x, -1.0, -0.25)),
+        lambda x: tf.clip_by_value(tf.nn.relu(x), -1.0, -0.25),
+        lambda x: tf.clip_by_value(tf.clip_by_value(x, -0.5, 0.5), 0.25, 1.0),
+    ],
+    ids=["disjoint-above", "disjoint-below", "relu-of-negative-clip", "clip-of-relu", "overlap"],
+)
+def test_successive_clips_as_tf(program):
+    x = np.linspace(-1.5, 1.5, 24, dtype=np.float32).reshape(2, 4, 3)
+    fn = tf.function(program, input_signature=[tf.TensorSpec(x.shape, tf.float32)])
+    got = gdp.compile(fn, target="cpu", verify=False)(x)
+    np.testing.assert_array_equal(np.asarray(got), fn(x).numpy())
