@@ -90,7 +90,11 @@ def cvtColor(src, code, dst=None, dstCn=0, hint=None):
     dtype = common.dtype_name(src.dtype)
     scn = 1 if len(shape) == 2 else shape[2]
     if scn not in scns:
-        raise _channel_error(scn)
+        if graph:
+            raise _channel_error(scn)
+        # OpenCV 5 takes more than its tables say (BGR2RGB and BGRA2BGR of a 1-channel image
+        # give 3 channels): OpenCV decides, and raises its own error where it refuses
+        raise common.NotAccelerated(f"{scn} channels for conversion code {code}")
     if op == "nv_to_rgb" and (shape[1] % 2 != 0 or shape[0] % 3 != 0):
         raise common.error("cvtColor", "sz.width % 2 == 0 && sz.height % 3 == 0")
     reason = None

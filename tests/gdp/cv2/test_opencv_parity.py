@@ -143,3 +143,11 @@ def test_blob_from_image_refuses_what_opencv_refuses(photo):
     wide = photo.astype(np.int16)  # not accelerated: OpenCV's own answer, from the image given
     want = real.dnn.blobFromImages([wide, wide], 1 / 255, (24, 24), swapRB=True)
     _same(cv2.dnn.blobFromImages([wide, wide], 1 / 255, (24, 24), swapRB=True), want)
+
+
+def test_colour_conversions_opencv_takes_beyond_its_tables(photo):
+    gray = real.cvtColor(photo, real.COLOR_BGR2GRAY)
+    for code in (real.COLOR_BGR2RGB, real.COLOR_BGRA2BGR):
+        _same(cv2.cvtColor(gray, code), real.cvtColor(gray, code))
+    with pytest.raises(real.error, match="channels"):
+        cv2.cvtColor(gray, real.COLOR_BGR2HSV)
