@@ -51,7 +51,7 @@ def accelerate(name: str):
     FallthroughError. No function lists OpenCV's arguments a second time for this.
 
     An eager call that gdp's function refuses with an error (cv2.error for a bad argument, or
-    any other exception of its argument handling: an overload gdp's signature does not take)
+    a TypeError/ValueError of its argument handling: an overload gdp's signature does not take)
     is handed to OpenCV too, which decides: where OpenCV raises as well, gdp's error is raised
     (OpenCV's where gdp's is not a cv2.error); where OpenCV accepts the call, its result is
     returned (under GDP_CV2_STRICT=1, a FallthroughError) and the call is counted in
@@ -73,7 +73,7 @@ def accelerate(name: str):
                 reason, refusal = signal.reason, None
             except (GdpError, FinalError):
                 raise
-            except Exception as err:  # an argument gdp refused: OpenCV decides (below)
+            except _ARGUMENT_ERRORS as err:  # an argument gdp refused: OpenCV decides (below)
                 if _graph_call(args, kwargs):
                     raise
                 reason, refusal = f"gdp refused the call ({type(err).__name__}: {err})", err
@@ -90,6 +90,11 @@ def accelerate(name: str):
 
     return register
 
+
+# What gdp's argument handling raises for an argument it refuses: its own cv2.error, and
+# Python's for an overload its signature does not take or a value it cannot read. Anything else
+# (a failure inside gdp that is no GdpError) propagates as it is, never hidden by OpenCV's answer.
+_ARGUMENT_ERRORS = (_cv2.error, TypeError, ValueError, OverflowError)
 
 # Eager calls that gdp refused with an error and OpenCV accepted, by name: each is a case where
 # gdp's argument checks are stricter than OpenCV's (a bug; the fuzz suite holds it at zero).
