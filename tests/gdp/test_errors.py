@@ -119,7 +119,10 @@ def test_failed_call_writes_no_partial_output():
 def test_unknown_target_and_option():
     with pytest.raises(
         gdp.TargetError,
-        match=r"target: expected one of \['cpu', 'gpu', 'npu', 'npu-emulate', 'reference'\], got 'tpu'",
+        match=(
+            r"target: expected one of \['cpu', 'gpu', 'npu', 'npu-emulate', 'reference'\],"
+            r" got 'tpu'"
+        ),
     ):
         gdp.compile(affine(), target="tpu")
     with pytest.raises(gdp.TargetError, match="option 'fast'"):
