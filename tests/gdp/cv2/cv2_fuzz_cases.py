@@ -1,0 +1,186 @@
+"""Random gdp.cv2 calls for the fuzz against OpenCV (test_cv2_fuzz.py), run in a child process
+(`python cv2_fuzz_cases.py SEED CALLS`: one JSON line per seed) so that a crash in gdp, TVM or
+OpenCV is the test's failure, not a lost CI run.
+
+Random calls of the accelerated functions as people make them (dtypes, channel counts, sizes,
+kernel sizes, borders, flags, some invalid), each made on both. Where OpenCV raises, gdp must
+raise (a cv2.error); where OpenCV answers, gdp must answer the same shape and dtype and the same
+values (exact for uint8 results, to float32 rounding for float ones), and no call OpenCV accepts
+may have needed rescuing from a gdp refusal (common.RESCUED).
+
+Calls OpenCV itself crashes or hangs on (empty images into minMaxLoc and copyMakeBorder) are
+not drawn: test_opencv_parity.py holds gdp's clear error for those."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import cv2 as real
+import numpy as np
+
+import gdp.cv2 as cv2
+from gdp.cv2 import common
+from gdp.errors import GdpError
+
+DTYPES = [np.uint8, np.uint8, np.uint8, np.float32, np.uint16, np.int16, np.float64]
+BORDERS = [
+    real.BORDER_DEFAULT,
+    real.BORDER_REFLECT,
+    real.BORDER_REPLICATE,
+    real.BORDER_CONSTANT,
+    real.BORDER_WRAP,
+]
+
+
+def _image(rng: np.random.Generator) -> np.ndarray:
+    dtype = DTYPES[rng.integers(len(DTYPES))]
+    h, w = int(rng.integers(1, 70)), int(rng.integers(1, 90))
+    channels = [None, None, 1, 3, 3, 4][rng.integers(6)]
+    shape = (h, w) if channels is None else (h, w, channels)
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, int(info.max) + 1, shape).astype(dtype)
+    return (rng.random(shape) * 300 - 20).astype(dtype)
+
+
+def _odd(rng, low=1, high=7) -> int:
+    return int(rng.choice(range(low, high + 1, 2)))
+
+
+def _call(rng: np.random.Generator):
+    """(name, args, kwargs) of one random call."""
+    x = _image(rng)
+    k = _odd(rng)
+    border = BORDERS[rng.integers(len(BORDERS))]
+    choices = [
+        (
+            "GaussianBlur",
+            (x, (k, _odd(rng)), float(rng.choice([0, 0.8, 1.5]))),
+            {"borderType": border},
+        ),
+        ("blur", (x, (k, int(rng.integers(1, 6)))), {"borderType": border}),
+        ("boxFilter", (x, -1, (k, k)), {"normalize": bool(rng.integers(2)), "borderType": border}),
+        (
+            "Sobel",
+            (x, int(rng.choice([-1, real.CV_16S, real.CV_32F])), 1, int(rng.integers(2))),
+            {"ksize": int(rng.choice([1, 3, 5])), "borderType": border},
+        ),
+        ("Scharr", (x, real.CV_32F, 1, 0), {"borderType": border}),
+        (
+            "Laplacian",
+            (x, int(rng.choice([real.CV_16S, real.CV_32F]))),
+            {"ksize": int(rng.choice([1, 3])), "borderType": border},
+        ),
+        ("medianBlur", (x, int(rng.choice([3, 5, 4]))), {}),
+        ("erode", (x, np.ones((3, 3), np.uint8)), {"iterations": int(rng.integers(1, 3))}),
+        ("dilate", (x, np.ones((k, k), np.uint8)), {}),
+        (
+            "threshold",
+            (x, float(rng.integers(0, 200)) + 0.5, 255.0, int(rng.choice([0, 1, 2, 3, 4, 8, 9]))),
+            {},
+        ),
+        (
+            "cvtColor",
+            (
+                x,
+                int(
+                    rng.choice(
+                        [
+                            real.COLOR_BGR2GRAY,
+                            real.COLOR_BGR2RGB,
+                            real.COLOR_GRAY2BGR,
+                            real.COLOR_BGR2HSV,
+                            real.COLOR_BGRA2BGR,
+                        ]
+                    )
+                ),
+            ),
+            {},
+        ),
+        (
+            "resize",
+            (x, (int(rng.integers(1, 50)), int(rng.integers(1, 50)))),
+            {"interpolation": int(rng.choice([0, 1, 2, 3]))},
+        ),
+        ("flip", (x, int(rng.choice([-1, 0, 1]))), {}),
+        ("transpose", (x,), {}),
+        (
+            "convertScaleAbs",
+            (x,),
+            {"alpha": float(rng.choice([0.5, 1.0, 2.0])), "beta": float(rng.choice([0, 3]))},
+        ),
+        ("countNonZero", (x,), {}),
+        ("mean", (x,), {}),
+        ("minMaxLoc", (x,), {}),
+        ("LUT", (x, rng.integers(0, 256, 256).astype(np.uint8)), {}),
+        ("equalizeHist", (x,), {}),
+        ("copyMakeBorder", (x, 1, 2, 3, 0, int(rng.choice([0, 1, 2, 4]))), {}),
+        ("normalize", (x, None, 0, 255, real.NORM_MINMAX), {}),
+    ]
+    return choices[rng.integers(len(choices))]
+
+
+# Where OpenCV's uint8 result is not its exact fixed point (resize's vector code rounds the
+# vertical sum in 16 bits; area and cubic weights in float), gdp is within 1 LSB, as
+# tests/gdp/cv2/test_resize.py documents.
+_WITHIN_ONE = ("cv2.resize",)
+
+
+def _compare(got, want, where: str):
+    if isinstance(want, tuple | list):
+        assert isinstance(got, tuple | list) and len(got) == len(want), where
+        for g, w in zip(got, want, strict=True):
+            _compare(g, w, where)
+        return
+    if isinstance(want, np.ndarray):
+        assert isinstance(got, np.ndarray), where
+        assert (got.shape, got.dtype) == (want.shape, want.dtype), where
+        if want.dtype == np.uint8 and not where.startswith(_WITHIN_ONE):
+            np.testing.assert_array_equal(got, want, err_msg=where)
+        elif np.issubdtype(want.dtype, np.integer):
+            # OpenCV computes 16- and 32-bit results in float: its rounding is not bit-exact
+            np.testing.assert_allclose(got, want, rtol=0, atol=1, err_msg=where)
+        else:  # float results: to float32 rounding of the largest value
+            scale = float(np.nanmax(np.abs(want))) if want.size and not np.isnan(want).all() else 1
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * max(scale, 1), err_msg=where)
+        return
+    if want is None:
+        assert got is None, where
+        return
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=where)
+
+
+def fuzz(seed: int, calls: int) -> list[str]:
+    """The failures of `calls` random calls drawn from `seed` (empty: all agree)."""
+    rng = np.random.default_rng(seed)
+    failures = []
+    for i in range(calls):
+        name, args, kwargs = _call(rng)
+        where = (
+            f"cv2.{name} (seed {seed} call {i}) on {args[0].dtype} {args[0].shape},"
+            f" {[a if np.isscalar(a) or isinstance(a, tuple) else '...' for a in args[1:]]},"
+            f" {kwargs}"
+        )
+        rescued = sum(common.RESCUED.values())
+        try:
+            want = getattr(real, name)(*args, **kwargs)
+        except real.error:
+            try:
+                getattr(cv2, name)(*args, **kwargs)
+                failures.append(f"{where}: OpenCV raises, gdp answered")
+            except (real.error, GdpError):
+                pass
+            continue
+        try:
+            _compare(getattr(cv2, name)(*args, **kwargs), want, where)
+        except Exception as err:
+            failures.append(f"{where}: {type(err).__name__}: {str(err)[:300]}")
+        if sum(common.RESCUED.values()) > rescued:
+            failures.append(f"{where}: gdp refused it with an error, OpenCV accepts it")
+    return failures
+
+
+if __name__ == "__main__":  # python cv2_fuzz_cases.py SEED CALLS
+    seed, calls = int(sys.argv[1]), int(sys.argv[2])
+    print("CASE " + json.dumps({"seed": seed, "failures": fuzz(seed, calls)}), flush=True)
