@@ -11,15 +11,18 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 import tvm
 import tvm_ffi
 
 import gdp
-from gdp.errors import CompileError, ExecutionError, TargetError
+from gdp.errors import CompileError, ExecutionError, GdpError, TargetError
 from gdp.frontend import convert
 from gdp.frontend.common import IR_VERSION
 from gdp.rewrites import load_profile, pipeline
@@ -330,6 +333,94 @@ def test_half_sums_are_widened_and_others_left_alone():
         tvm_ffi.structural_map(out[name], [(tirx.Add, seen)], order="post")
     assert found == {"half": ["float32"], "single": ["float32"]}
     assert tvm_ffi.structural_equal(out["single"], before)
+
+
+# -- every accelerated gdp.cv2 function ----------------------------------------------------
+
+
+class _Compiled(GdpError):
+    """Raised by _CompileOnly once a gdp.cv2 call's program has compiled (nothing can run)."""
+
+
+class _CompileOnly:
+    """What gdp.cv2's engine gets from gdp.compile in test_every_accelerated_cv2_function:
+    run_arrays compiles the program for the gpu at the call's shapes (the backend's compile,
+    no load), records it and raises _Compiled."""
+
+    def __init__(self, program, record: list, tmp_path) -> None:
+        self.source_onnx = (
+            program if isinstance(program, onnx.ModelProto) else convert(program, None)[0]
+        )
+        self.input_names = [s.name for s in graph_inputs(self.source_onnx)]
+        self.record, self.tmp_path = record, tmp_path
+
+    def run_arrays(self, arrays):
+        backend = cuda.TvmCudaBackend("sm_90")
+        shapes = {n: a.shape for n, a in zip(self.input_names, arrays, strict=True)}
+        prepared = pipeline.prepare(
+            self.source_onnx, shapes, backend.required_rewrites, False, None, None, IR_VERSION
+        )
+        outdir = Path(tempfile.mkdtemp(dir=self.tmp_path))
+        meta = backend.compile(prepared.graph, outdir, {}, None)
+        self.record.append(((outdir / LIBRARY).read_bytes(), meta))
+        raise _Compiled("compiled")
+
+
+def _one_case_per_cv2_function() -> dict:
+    from tests.conformance import cases_color, cases_filters, cases_geometry, cases_pointwise
+
+    chosen: dict = {}
+    for module in (cases_color, cases_filters, cases_geometry, cases_pointwise):
+        for case in module.cases():
+            best = chosen.get(case.function)
+            if best is None or (best.size != "photo" and case.size == "photo"):
+                chosen[case.function] = case
+    return chosen
+
+
+@pytest.mark.slow
+def test_every_accelerated_cv2_function_compiles_to_ptx(monkeypatch, tmp_path):
+    """One conformance case of each accelerated gdp.cv2 function (a photo-sized one where there
+    is), called eagerly with target "gpu": its program compiles to sm_90 PTX and assembles."""
+    import gdp.cv2 as cv2
+
+    monkeypatch.setenv("GDP_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("GDP_CV2_STRICT", "1")  # a call gdp does not accelerate fails
+    record: list = []
+    monkeypatch.setattr(
+        gdp, "compile", lambda program, **_: _CompileOnly(program, record, tmp_path)
+    )
+    cases = _one_case_per_cv2_function()
+    assert {name.split(".")[-1] for name in cv2.accelerated()} <= set(cases) | {
+        "blobFromImage",
+        "blobFromImages",
+    }
+    previous = gdp.default_target()
+    gdp.set_target("gpu")
+    cv2.clear_cache()
+    failed = {}
+    try:
+        for name, case in sorted(cases.items()):
+            before = len(record)
+            t0 = time.perf_counter()
+            try:
+                case.gdp()
+                failed[name] = "ran without compiling a program"
+            except _Compiled:
+                library, meta = record[before]
+                try:
+                    modules = _check_library(library, meta, "sm_90")
+                    if PTXAS is not None:
+                        _assemble(modules, "sm_90", tmp_path)
+                except AssertionError as err:
+                    failed[name] = str(err)[:300]
+            except Exception as err:
+                failed[name] = f"{type(err).__name__}: {str(err)[:300]}"
+            print(f"{name} ({case.id}): {time.perf_counter() - t0:.1f} s", flush=True)
+    finally:
+        gdp.set_target(previous)
+        cv2.clear_cache()
+    assert not failed, failed
 
 
 # -- libdevice (CUDA's math functions) ----------------------------------------------------

@@ -135,12 +135,145 @@ def _longest_reduction(func: tvm.tirx.PrimFunc) -> int:
     return longest[0]
 
 
+# The size (bytes of TIR text) a kernel's expressions may reach with every producer inlined for
+# dlight's rules to schedule it (canny's prepare step: about 0.15 MB, scheduled in 20 s on two
+# cores); beyond it, _bounded_fallback. gdp.cv2's 3x3 median inlined would be astronomically
+# larger: compute_inline ran for more than 6 minutes on it before being stopped.
+INLINE_LIMIT = 1 << 21
+# What one inlining step of _bounded_fallback may copy: the producer's text times its reads.
+INLINE_STEP = 1 << 15
+
+
+def _buffer_name(var) -> str:
+    """The name of a buffer (a load's or a region's source: the buffer's variable)."""
+    return str(getattr(var, "name", var))
+
+
+def _stores(func: tvm.tirx.PrimFunc) -> list:
+    """The blocks of `func` below its root, each as (block, names of the buffers it writes,
+    names of the buffers it reads with the number of reads)."""
+    from collections import Counter
+
+    from tvm.s_tir import SBlock
+
+    found = []
+
+    def seen(block):
+        if block.name_hint != "root":
+            reads: Counter = Counter()
+
+            def load(node):
+                reads[_buffer_name(node.source)] += 1
+                return node
+
+            loads = [(tvm.ir.expr.TensorLoad, load)]
+            tvm_ffi.structural_map(block.body, loads, order="post")
+            if block.init is not None:
+                tvm_ffi.structural_map(block.init, loads, order="post")
+            found.append((block, {_buffer_name(w.source) for w in block.writes}, reads))
+        return block
+
+    tvm_ffi.structural_map(func, [(SBlock, seen)], order="post")
+    return found
+
+
+def _inlined_size(func: tvm.tirx.PrimFunc) -> int:
+    """An estimate of the largest block's TIR (bytes of its text) once every spatial producer
+    is inlined into its consumers: its own text plus, per read of a produced buffer, that
+    producer's inlined size."""
+    stores = _stores(func)
+    producer = {}
+    for block, writes, _ in stores:
+        if block.init is None and len(writes) == 1:
+            producer[next(iter(writes))] = block
+    own = {block.name_hint: len(str(block.body)) for block, _, _ in stores}
+    reads = {block.name_hint: counts for block, _, counts in stores}
+    memo: dict[str, int] = {}
+
+    def size(name: str, depth: int = 0) -> int:
+        if name not in memo:
+            total = own[name]
+            for buffer, count in reads[name].items():
+                source = producer.get(buffer)
+                if source is not None and source.name_hint != name and depth < len(own):
+                    total += count * size(source.name_hint, depth + 1)
+            memo[name] = total
+        return memo[name]
+
+    return max((size(name) for name in own), default=0)
+
+
+def _bounded_fallback(func: tvm.tirx.PrimFunc, target: tvm.target.Target):
+    """dlight's Fallback with bounded inlining: a producer is inlined only where its text times
+    the reads of it stays within INLINE_STEP (no epilogue is merged into its producer either:
+    TVM's reverse_compute_inline also stalled on the median); what remains runs as one kernel
+    per block, each block's spatial loops fused and bound to blocks and threads, its reduction
+    loops serial, intermediate buffers in global memory. None where TVM cannot normalise it."""
+    from tvm.s_tir.dlight.analysis import normalize_prim_func
+
+    sch = tvm.s_tir.Schedule(func)
+    infos = normalize_prim_func(sch)
+    if infos is None:
+        return None
+    while True:
+        reads: dict[str, int] = {}
+        for _, _, counts in _stores(sch.mod["main"]):
+            for buffer, count in counts.items():
+                reads[buffer] = reads.get(buffer, 0) + count
+        for i, info in enumerate(infos):
+            block = sch.get(info.block_rv)
+            used = sum(reads.get(_buffer_name(w.source), 0) for w in block.writes)
+            cost = len(str(block.body)) * used
+            if cost > INLINE_STEP:
+                continue
+            try:
+                sch.compute_inline(info.block_rv)
+            except Exception:  # the schedule refuses: ScheduleError, ValueError, ...
+                continue
+            infos.pop(i)
+            break
+        else:
+            break
+    threads = int(target.attrs.get("max_num_threads", 1024))
+    reductions = []
+    for info in infos:
+        block = info.block_rv
+        loops = sch.get_loops(block)
+        if any(sch.get(loop).thread_binding is not None for loop in loops):
+            continue
+        kinds: dict[str, list] = {"S": [], "R": [], "O": []}
+        for loop, kind in zip(loops, info.dom_kind(), strict=False):
+            kinds[kind].append(loop)
+        spatial = kinds["S"] or [sch.add_unit_loop(block)]
+        sch.reorder(*spatial, *kinds["R"], *kinds["O"])
+        bx, tx = sch.split(sch.fuse(*spatial), factors=[None, threads])
+        sch.bind(bx, "blockIdx.x")
+        sch.bind(tx, "threadIdx.x")
+        if kinds["R"]:
+            reductions.append((block, kinds["R"][0]))
+    for block, loop in reductions:
+        sch.decompose_reduction(block, loop)
+    return sch
+
+
 def _candidates(func: tvm.tirx.PrimFunc, target: tvm.target.Target, name: str, why: list):
     """(how, scheduled kernel) in the order they are tried: each of dlight's rules that takes
     `func`, DefaultGPUSchedule, one thread. A rule or pass that raises is noted in `why`: dlight
     checks a kernel's form only partly before scheduling it, and a primitive may then refuse."""
     short = _longest_reduction(func) <= SERIAL_REDUCTION
-    for rule in _rules():
+    inlined = _inlined_size(func)
+    if inlined > INLINE_LIMIT:
+        # dlight's rules inline every producer they can: here the expressions would grow past
+        # what TVM schedules in reasonable time (a median's sorting network doubles per stage).
+        why.append(f"dlight: inlining every producer would make {inlined:.3g} bytes of TIR")
+        try:
+            with target:
+                sch = _bounded_fallback(func, target)
+            if sch is not None:
+                yield "bounded inlining", sch.mod["main"]
+        except Exception as err:
+            why.append(f"bounded inlining: {_first_line(err)}")
+    for rule in () if inlined > INLINE_LIMIT else _rules():
         how = type(rule).__name__
         if short and how in _SYNCING:
             continue  # a reduction shorter than a warp: Fallback's thread reduces it alone
@@ -171,7 +304,8 @@ def _build_error(gvar: tvm.ir.GlobalVar, func: tvm.tirx.PrimFunc, target) -> str
     """Why `func` alone does not lower for `target` (the TIR passes of tvm.tirx.build, up to
     but not including LLVM's code generation, which the module's build runs once), or None
     where it does. A schedule can be refused this late: GeneralReduction's cross-thread
-    reduction inside a stencil's border condition fails ThreadSync."""
+    reduction inside a stencil's border condition fails ThreadSync; and a schedule whose
+    threads meet at a block barrier is refused here, since the code generation would fail."""
     from tvm.tirx.build import split_host_device_mods
 
     host = tvm.target.Target("llvm")
@@ -180,11 +314,32 @@ def _build_error(gvar: tvm.ir.GlobalVar, func: tvm.tirx.PrimFunc, target) -> str
         passes, finalize_host, finalize_device = tvm.tirx.get_default_tir_pipeline(target)
         host_mod, device_mods = split_host_device_mods(passes(mod))
         finalize_host()(host_mod)
-        for device_mod in device_mods.values():
-            finalize_device()(device_mod)
+        finalized = [finalize_device()(device_mod) for device_mod in device_mods.values()]
     except Exception as err:
         return _first_line(err)
+    if any(_block_barrier(device_mod) for device_mod in finalized):
+        return (
+            "a __syncthreads barrier, which TVM 0.27's NVPTX code generation calls without the"
+            " barrier id LLVM 22's llvm.nvvm.barrier.cta.sync.aligned.all takes"
+        )
     return None
+
+
+def _block_barrier(mod: tvm.IRModule) -> bool:
+    """Whether a kernel of `mod` synchronises its block through shared memory
+    (tvm_storage_sync("shared"), a __syncthreads; a warp's sync is not one)."""
+    found = []
+
+    def seen(call):
+        if getattr(call.op, "name", "") == "tirx.tvm_storage_sync":
+            scope = getattr(call.args[0], "value", None)
+            if scope != "warp":
+                found.append(call)
+        return call
+
+    for func in mod.functions.values():
+        tvm_ffi.structural_map(func, [(tvm.ir.Call, seen)], order="post")
+    return bool(found)
 
 
 # The most elements a kernel's buffers may hold together for it to run on one GPU thread without
