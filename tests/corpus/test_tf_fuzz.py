@@ -48,7 +48,7 @@ def _run(seeds: list[int], tmp_path) -> list[dict]:
 
 
 def test_tf_fuzz_quick(tmp_path):
-    _run([*range(12), 61], tmp_path)
+    _run([*range(12), 61, 173], tmp_path)
 
 
 @pytest.mark.slow

@@ -59,3 +59,49 @@ def test_onnx_fuzz_regressions(tmp_path):
 @pytest.mark.parametrize("batch", range(8))
 def test_onnx_fuzz_long(batch, tmp_path):
     _check(_run(list(range(100 + 25 * batch, 125 + 25 * batch)), tmp_path))
+
+
+@pytest.mark.parametrize(
+    "mode,kernel,stride",
+    [
+        ("SAME_UPPER", 1, 2),
+        ("SAME_UPPER", 2, 2),
+        ("SAME_UPPER", 3, 2),
+        ("SAME_UPPER", 2, 3),
+        ("SAME_LOWER", 2, 2),
+        ("SAME_LOWER", 3, 2),
+    ],
+)
+def test_max_pool_same_padding(mode, kernel, stride):
+    """TVM's importer halved a SAME pad of -1 with floor division: the windows began a pixel
+    early (tf.nn.max_pool2d(x, 1, 2, "SAME") over an even width, which tf2onnx writes as
+    SAME_UPPER where the size is free; TF fuzz seed 173). Oracles: TF's SAME (SAME_UPPER), and
+    onnxruntime for SAME_LOWER where the pad is not negative (onnxruntime refuses that)."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    import tensorflow as tf
+    from onnx import TensorProto, helper
+
+    import gdp
+
+    x = np.random.default_rng(kernel).random((1, 2, 7, 36), dtype=np.float32)
+    node = helper.make_node(
+        "MaxPool", ["x"], ["y"], auto_pad=mode, kernel_shape=[kernel] * 2, strides=[stride] * 2
+    )
+    graph = helper.make_graph(
+        [node],
+        "pool",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    model = onnx.shape_inference.infer_shapes(model)
+    if mode == "SAME_UPPER":
+        nhwc = tf.nn.max_pool2d(x.transpose(0, 2, 3, 1), kernel, stride, "SAME")
+        want = nhwc.numpy().transpose(0, 3, 1, 2)
+    else:
+        want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    got = np.asarray(gdp.compile(model, target="cpu")({"x": x}))
+    np.testing.assert_array_equal(got, want)

@@ -22,6 +22,7 @@ def import_onnx(model: onnx.ModelProto) -> tvm.IRModule:
 
     check_importable(model)
     model = exact_resize_scales(model)
+    model = explicit_max_pool_pads(model)
     # The importer print()s the node it failed on to stdout, which is the user's program's
     # (a pipe of results, gdp export's JSON): kept for the error instead.
     printed = io.StringIO()
@@ -97,6 +98,51 @@ def exact_resize_scales(model: onnx.ModelProto) -> onnx.ModelProto:
     exact.graph.node.extend(nodes)
     exact.graph.initializer.extend(tensors)
     return exact
+
+
+def explicit_max_pool_pads(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` with each MaxPool of auto_pad SAME_UPPER/SAME_LOWER over a static input given
+    its pads explicitly, computed as TF and onnxruntime do.
+
+    TVM's importer computes a SAME pad as (out - 1) * stride + kernel - extent without a floor
+    at 0 and halves it with Python's floor division: where the pad is -1 (tf.nn.max_pool2d(x,
+    1, 2, "SAME") over an even extent, which tf2onnx writes as SAME_UPPER when the size is
+    free) the windows began one pixel early, a silent wrong answer (found by
+    tests/corpus/test_tf_fuzz.py, seed 173)."""
+    pools = [
+        n
+        for n in model.graph.node
+        if n.op_type == "MaxPool"
+        and any(a.name == "auto_pad" and a.s in (b"SAME_UPPER", b"SAME_LOWER") for a in n.attribute)
+    ]
+    if not pools:
+        return model
+    shapes = _static_shapes(model)
+    explicit = onnx.ModelProto()
+    explicit.CopyFrom(model)  # the caller's model stays as it was
+    for node in explicit.graph.node:
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        mode = attrs.get("auto_pad", b"")
+        if node.op_type != "MaxPool" or mode not in (b"SAME_UPPER", b"SAME_LOWER"):
+            continue
+        if node.input[0] not in shapes:
+            continue  # a free extent: TVM's importer cannot read it either, and refuses it
+        extents = shapes[node.input[0]][0][2:]
+        kernel = attrs["kernel_shape"]
+        strides = attrs.get("strides", [1] * len(kernel))
+        dilations = attrs.get("dilations", [1] * len(kernel))
+        begins, ends = [], []
+        for extent, k, stride, dilation in zip(extents, kernel, strides, dilations, strict=True):
+            out = -(-extent // stride)
+            pad = max(0, (out - 1) * stride + (k - 1) * dilation + 1 - extent)
+            small, large = pad // 2, pad - pad // 2
+            begins.append(small if mode == b"SAME_UPPER" else large)
+            ends.append(large if mode == b"SAME_UPPER" else small)
+        kept = [a for a in node.attribute if a.name not in ("auto_pad", "pads")]
+        del node.attribute[:]
+        node.attribute.extend(kept)
+        node.attribute.append(onnx.helper.make_attribute("pads", begins + ends))
+    return explicit
 
 
 def _static_shapes(model: onnx.ModelProto) -> dict[str, tuple[tuple[int, ...], int]]:
