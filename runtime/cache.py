@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import hashlib
 import hmac
 import json
@@ -51,6 +52,9 @@ from gdp.runtime.backends.base import Backend, Executable
 MANIFEST = "manifest.json"
 FORMAT = 2
 KEY_FILE = ".key"
+# One empty lock file per key compiled, never removed (removing one another process waits on
+# would let a third compile beside it).
+LOCKS_DIR = ".locks"
 # A temporary directory older than this is stale whatever its process (another host's, say).
 STALE_S = 24 * 3600
 # Names of temporary directories carry the host and process that made them.
@@ -259,6 +263,34 @@ class DiskCache:
         with self._locks_guard:
             return self._locks.setdefault(key, threading.Lock())
 
+    @contextlib.contextmanager
+    def process_lock(self, key: str):
+        """An exclusive lock on `<cache>/.locks/<key>` (flock) while `key` is looked up and
+        compiled: processes compiling one key take turns, and the later ones load what the
+        first stored rather than compiling it again. Where the lock file cannot be made (a cache
+        that cannot be written), no lock: each process compiles on its own, as before."""
+        fd = None
+        with contextlib.suppress(OSError):
+            self._ensure_root()
+            if self._check_root():
+                locks = self.root / LOCKS_DIR
+                locks.mkdir(mode=0o700, exist_ok=True)
+                fd = os.open(locks / key, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError:
+                os.close(fd)
+                fd = None
+        if fd is not None:
+            _held_file_locks.add(fd)
+        try:
+            yield
+        finally:
+            if fd is not None:
+                _held_file_locks.discard(fd)
+                os.close(fd)  # releases the flock
+
     def lookup(self, key: str) -> tuple[Path, dict] | None:
         """The entry's directory and metadata, or None if absent; a damaged entry is discarded.
         A CacheError if others can write the cache directory."""
@@ -408,7 +440,7 @@ def obtain(cache: DiskCache, backend: Backend, key: str, compile_into: Callable)
             entry, meta = cache.store(key, compile_into)
         return entry, meta, time.perf_counter() - t0
 
-    with cache.lock(key):
+    with cache.lock(key), cache.process_lock(key):
         found = cache.lookup(key)
         if found is None:
             entry, meta, compile_s = compile_into_cache()
@@ -441,7 +473,15 @@ def _after_fork_in_child() -> None:
     _loaded_lock, _root_lock, COMPILE_LOCK = threading.Lock(), threading.Lock(), threading.RLock()
     for cache in list(_caches):
         cache._locks, cache._locks_guard = {}, threading.Lock()
+    # A key's flock held by another thread at the fork is shared with the child's copy of its
+    # descriptor, and stays held while either is open: the child closes its copy, or its own
+    # compile of that key (and every other process's) would wait for it forever.
+    for fd in list(_held_file_locks):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _held_file_locks.clear()
 
 
 _caches: weakref.WeakSet[DiskCache] = weakref.WeakSet()
+_held_file_locks: set[int] = set()  # descriptors of the key locks this process holds
 os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -159,3 +159,30 @@ def test_entry_that_will_not_load_is_rebuilt(tmp_path, monkeypatch):
     assert model.report()["cache"] == "compiled" and len(calls) == 2
     x = np.ones((2, 2, 3), np.float32)
     np.testing.assert_array_equal(model(x), affine_oracle(x, scale=5.0))
+
+
+def test_processes_compiling_one_key_take_turns(tmp_path):
+    """Three processes compile one model into one cache at once: the key's lock file makes the
+    others wait for the first and load its entry (before, each compiled its own copy)."""
+    path = tmp_path / "affine.onnx"
+    onnx.save(affine((5, 6, 3)), path)
+    env = dict(os.environ, GDP_CACHE_DIR=str(tmp_path / "cache"))
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(path)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        for _ in range(3)
+    ]
+    results = []
+    for child in children:
+        out, err = child.communicate(timeout=300)
+        assert child.returncode == 0, err[-3000:]
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert sorted(r["cache"] for r in results) == ["compiled", "disk", "disk"]
+    assert all(r["y"] == 5.0 for r in results)
+    assert (tmp_path / "cache" / ".locks").is_dir()
