@@ -2,11 +2,13 @@
 write them, fixed or free image sizes) on the cpu target against TensorFlow: each gives TF's
 result within float32 rounding, or a GdpError; never a crash (each batch runs in a child
 process, so a crash is this test's failure). Fixed seeds: a quick batch here, the long run
-under `-m slow`. Refusals are counted, not failed: today ResizeArea and ResizeBicubic over free
-dimensions (a documented refusal: "give it a static shape").
+under `-m slow`. Two refusals pass: ResizeArea and ResizeBicubic over free dimensions (a
+documented refusal: "give it a static shape"), and a program TF itself cannot trace (a VALID
+window larger than the image).
 
 Regressions found by it: seed 61, onnxscript's Clip(Clip(x)) fusion intersecting disjoint
-intervals (rewrites/specialize.py leaves it out)."""
+intervals (rewrites/specialize.py leaves it out); seed 173, TVM's SAME MaxPool pads over a free
+size (relax_import.explicit_max_pool_pads)."""
 
 from __future__ import annotations
 
@@ -42,8 +44,9 @@ def _run(seeds: list[int], tmp_path) -> list[dict]:
     failures = [c for c in cases if c["result"] in ("mismatch", "error")]
     assert not failures, json.dumps(failures, indent=1)
     refused = [c for c in cases if c["result"] == "refused"]
-    for case in refused:  # the one documented refusal today
-        assert "give it a static shape" in case["error"], json.dumps(case, indent=1)
+    for case in refused:  # the documented refusal, or TF's own of the program
+        expected = ("give it a static shape", "could not be traced")
+        assert any(e in case["error"] for e in expected), json.dumps(case, indent=1)
     return cases
 
 
