@@ -3,10 +3,15 @@ bound to CUDA blocks and threads, as fusion.Schedules asks of a schedule module.
 
 For now these are TVM's own GPU default schedules (tvm.s_tir.dlight's gpu rules, in the order
 TVM's CUDA pipeline applies them: Matmul, GEMV, Reduction, GeneralReduction, then Fallback, which
-binds any spatial kernel's loops to blocks and threads), and TVM's DefaultGPUSchedule pass for a
-kernel no rule takes (its loops bound as they are: correct, not fast). A GPU kernel without
+binds any spatial kernel's loops to blocks and threads), then TVM's DefaultGPUSchedule pass, then
+one thread (a kernel with no loops of its own: gdp's index checks). Around them, what TVM 0.27
+with its LLVM 22 needs (docs/gpu.md): cross-thread reduction rules are skipped for reductions
+shorter than a warp, and their schedules are lowered alone first and refused where TVM's
+ThreadSync refuses them or where threads meet at a block barrier (whose NVPTX code does not
+build); a kernel whose full inlining would explode (a median's sorting network) is inlined only
+within a budget (_bounded_fallback); every thread loop is made int32. A GPU kernel without
 thread bindings would fail TVM's memory verification at build time, so every kernel ends up
-bound, or the compile fails naming it.
+bound, or the compile fails naming it and each rule's reason.
 
 gdp's own GPU schedules (stencils as shared-memory tiles with halos, two-stage reductions with
 warp shuffles: docs/gpu.md) are not written yet; KERNEL_RULES are therefore the conservative
@@ -100,8 +105,9 @@ def schedule(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
 
 
 # The rules whose schedules share values between threads (shared memory, cross-thread
-# reductions): TVM's ThreadSync may refuse them only when the kernel is lowered, so each such
-# schedule is lowered alone before it is taken. The others bind loops without syncs; lowering
+# reductions): TVM's ThreadSync may refuse them only when the kernel is lowered, and a block
+# barrier would fail the code generation, so each such schedule is lowered alone (_build_error)
+# before it is taken. The others bind loops without syncs; lowering
 # them twice would double the compile (15 s for canny's stencil chain on 2 cores).
 _SYNCING = frozenset({"Matmul", "GEMV", "Reduction", "GeneralReduction"})
 
