@@ -44,8 +44,11 @@ def _run(seeds: list[int], tmp_path) -> list[dict]:
     failures = [c for c in cases if c["result"] in ("mismatch", "error")]
     assert not failures, json.dumps(failures, indent=1)
     refused = [c for c in cases if c["result"] == "refused"]
-    for case in refused:  # the documented refusal, or TF's own of the program
-        expected = ("give it a static shape", "could not be traced")
+    for case in refused:  # the documented refusal, or TF's own of the program,
+        # and a VALID window larger than the image: TF refuses it where the sizes are known at
+        # trace time, and past a central_crop (sizes known only at run) TF's kernel returns its
+        # input unchanged (seed 174); gdp's compile refuses it
+        expected = ("give it a static shape", "could not be traced", "negative output shape")
         assert any(e in case["error"] for e in expected), json.dumps(case, indent=1)
     return cases
 
