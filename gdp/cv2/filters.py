@@ -34,8 +34,11 @@ _FILTER_BORDERS = (  # gdp.ops.border's codes are OpenCV's
 
 def _border(func: str, border_type: int) -> int:
     base = int(border_type) & ~_cv2.BORDER_ISOLATED
-    if base not in _FILTER_BORDERS:  # filters refuse WRAP, as OpenCV does
-        raise common.error(func, f"Unsupported border type {border_type} for filtering")
+    if base not in _FILTER_BORDERS:
+        # OpenCV's filters refuse WRAP, but not everywhere (its bit-exact uint8/uint16
+        # Gaussian takes it, a 1x1 box ignores it): OpenCV decides
+        name = "BORDER_WRAP" if base == _cv2.BORDER_WRAP else f"border type {border_type}"
+        raise common.NotAccelerated(f"{name} is not accelerated")
     return base
 
 
@@ -238,9 +241,6 @@ def GaussianBlur(
         )
     if (kw == 0 and sigmaX <= 0) or (kh == 0 and max(sigmaY, sigmaX) <= 0):
         raise common.error("createGaussianKernels", "ksize is 0 and sigma is not positive")
-    if int(borderType) & ~_cv2.BORDER_ISOLATED == _cv2.BORDER_WRAP:
-        # OpenCV's bit-exact (uint8, uint16) Gaussian takes BORDER_WRAP: OpenCV decides
-        raise common.NotAccelerated("BORDER_WRAP is not accelerated")
     border = _border("GaussianBlur", borderType)
     if common.dtype_of(src) not in (np.uint8, np.uint16, np.float32, np.float64):
         raise common.NotAccelerated(

@@ -80,24 +80,41 @@ def exact_resize_scales(model: onnx.ModelProto) -> onnx.ModelProto:
     (UnsupportedOpError), not computed wrongly."""
     if not any(n.op_type == "Resize" for n in model.graph.node):
         return model
-    shapes = _static_shapes(model)
+    exact, done = model, set()
+    while True:  # one Resize at a time: a rewritten one's output extent changes what follows
+        rewritten = _rewrite_next_resize(exact, done)
+        if rewritten is None:
+            return exact
+        exact = rewritten
+
+
+def _rewrite_next_resize(model: onnx.ModelProto, done: set) -> onnx.ModelProto | None:
+    """`model` with its first Resize not in `done` (by output name) that needs it computed
+    exactly (added to `done`), or None where none is left. The shapes come from ONNX's shape
+    inference over the graph as it now is (its stale value_info dropped): inference sizes a
+    Resize in float64 (10 * 1.3f is 12), onnxruntime in float32 (13), so a Resize after a
+    rewritten one must see the extent the rewrite made (the Gathers' 13), not the one declared."""
+    stripped = onnx.ModelProto()
+    stripped.CopyFrom(model)  # the caller's model stays as it was
+    del stripped.graph.value_info[:]
+    shapes = _static_shapes(stripped)
     constants = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
     for node in model.graph.node:
         if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
             constants[node.output[0]] = onnx.numpy_helper.to_array(node.attribute[0].t)
-    nodes, tensors = [], []
-    for node in model.graph.node:
-        new = _exact_resize(node, shapes, constants) if node.op_type == "Resize" else None
-        nodes.extend([node] if new is None else new[0])
-        tensors.extend([] if new is None else new[1])
-    if not tensors:
-        return model
-    exact = onnx.ModelProto()
-    exact.CopyFrom(model)  # the caller's model stays as it was
-    del exact.graph.node[:]
-    exact.graph.node.extend(nodes)
-    exact.graph.initializer.extend(tensors)
-    return exact
+    for index, node in enumerate(model.graph.node):
+        if node.op_type != "Resize" or node.output[0] in done:
+            continue
+        done.add(node.output[0])
+        new = _exact_resize(node, shapes, constants)
+        if new is None:
+            continue
+        nodes = [*model.graph.node[:index], *new[0], *model.graph.node[index + 1 :]]
+        del stripped.graph.node[:]
+        stripped.graph.node.extend(nodes)
+        stripped.graph.initializer.extend(new[1])
+        return stripped
+    return None
 
 
 def explicit_max_pool_pads(model: onnx.ModelProto) -> onnx.ModelProto:

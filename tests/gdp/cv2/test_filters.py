@@ -53,7 +53,7 @@ def test_names_fall_through_to_opencv_and_strict_mode_refuses(monkeypatch):
         (lambda x: cv2.GaussianBlur(x[:0], (3, 3), 0), "empty"),
         (lambda x: cv2.Sobel(x, real.CV_16S, 0, 0), "dx+dy"),
         (lambda x: cv2.medianBlur(x, 4), "ksize"),
-        (lambda x: cv2.blur(x, (3, 3), borderType=real.BORDER_WRAP), "border"),
+        (lambda x: cv2.blur(x, (3, 3), borderType=real.BORDER_WRAP), "BORDER_WRAP"),
         (lambda x: cv2.GaussianBlur("image", (3, 3), 0), "numpy array"),
     ],
 )
