@@ -28,6 +28,7 @@ import gdp.runtime.cache as cache_mod
 from gdp import bundle
 from gdp.errors import CacheError, FrontendError, GdpError, InputError, QueueFullError
 from gdp.runtime import queue
+from tests import ROOT
 from tests.models import affine, affine_oracle
 
 X = np.random.default_rng(0).random((3, 4, 3), np.float32)
@@ -551,3 +552,40 @@ def test_an_input_too_large_for_memory_is_an_input_error():
         gdp.run_async(model, {"x": huge})
     with pytest.raises(InputError, match=r"input 'x'.*out of memory"):
         model.run_batch([huge])
+
+
+FILE_SIZE_CHILD = """
+import json, resource, sys
+import numpy as np, onnx, gdp
+from tests.models import affine
+soft, hard = int(sys.argv[1]), int(sys.argv[2])
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard if hard >= 0 else resource.RLIM_INFINITY))
+try:
+    y = gdp.compile(affine((5, 6, 3)), target="cpu")(np.full((5, 6, 3), 2.0, np.float32))
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    print(json.dumps({"y": float(y[0, 0, 0]), "limit": limit}))
+except gdp.CompileError as err:
+    print(json.dumps({"error": str(err)}))
+"""
+
+
+@pytest.mark.parametrize("hard", [-1, 10_000])
+def test_a_file_size_limit_is_no_crash(hard, tmp_path):
+    """A soft file-size limit below a library's size (`ulimit -f`): the process died (SIGXFSZ,
+    or LLVM's "IO failure on output stream" abort). Now the compile lifts it to the hard limit
+    and puts it back; a hard limit too small is a CompileError."""
+    env = dict(os.environ, GDP_CACHE_DIR=str(tmp_path / "cache"))
+    out = subprocess.run(
+        [sys.executable, "-c", FILE_SIZE_CHILD, "10000", str(hard)],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    if hard < 0:
+        assert result == {"y": 5.0, "limit": 10_000}
+    else:
+        assert "RLIMIT_FSIZE" in result["error"]

@@ -38,6 +38,37 @@ from gdp.runtime.fusion import CostModel, planner
 LIBRARY = "model.so"
 
 
+# The least file-size limit (RLIMIT_FSIZE's hard limit) a compile is tried under: a library
+# is a few MB; below this, the compile is refused before LLVM writes anything.
+MIN_FILE_SIZE_LIMIT = 256 << 20
+
+
+@contextlib.contextmanager
+def _room_to_write():
+    """A file-size limit (`ulimit -f`) lifted to its hard limit while LLVM writes the library.
+
+    Past the soft limit the kernel kills the process with SIGXFSZ, or, where that signal is
+    ignored, LLVM's failed write ends it with "LLVM ERROR: IO failure on output stream":
+    either way the caller's process dies, where a full disk gives a CompileError. Compiles
+    take turns (COMPILE_LOCK), so one lift is in force at a time."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if hard != resource.RLIM_INFINITY and hard < MIN_FILE_SIZE_LIMIT:
+        raise CompileError(
+            f"the process's file-size limit (RLIMIT_FSIZE, ulimit -f) is {hard} bytes, below"
+            f" the {MIN_FILE_SIZE_LIMIT} gdp needs to write a compiled library; raise it"
+        )
+    if soft == hard:
+        yield
+        return
+    resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+
+
 class TvmBackend(Backend):
     static_shapes = True
     # What TVM's Relax ONNX importer needs of the graph (gdp.rewrites' canonical forms).
@@ -119,9 +150,11 @@ class TvmBackend(Backend):
                 report["gdp_plan_failed"] = str(err).strip().splitlines()[-1][:300]
             mod = lowered
             kernels = sum(1 for f in mod.functions.values() if isinstance(f, tvm.tirx.PrimFunc))
-            with _build_context(generic):
+            with _build_context(generic), _room_to_write():
                 built = tvm.compile(mod, target=target, relax_pipeline=None)
-            built.export_library(str(outdir / LIBRARY))
+                built.export_library(str(outdir / LIBRARY))
+        except CompileError:
+            raise
         except Exception as err:
             raise CompileError(f"TVM failed to compile the graph for {target}: {err}") from err
         return {
