@@ -129,4 +129,11 @@ def check_input(sig: TensorSig, value: Any) -> np.ndarray:
     fitted = fit_shape(value, sig.shape)
     if fitted is None:
         raise InputError(f"input {sig.name!r}: expected shape {sig.describe()}, got {value.shape}")
+    if fitted.size == 0 and 0 not in sig.shape:
+        # A free extent given as 0: the kernels take non-empty arrays (TVM's own check failed
+        # later with "Mismatched p0.strides", an ExecutionError that blamed nothing)
+        raise InputError(
+            f"input {sig.name!r}: expected shape {sig.describe()} with every extent at least 1,"
+            f" got the empty array {value.shape}"
+        )
     return np.ascontiguousarray(fitted)

@@ -213,17 +213,33 @@ def test_output_that_depends_on_the_size_cannot_stack(tmp_path):
     assert (buf == 7.0).all()
 
 
-def test_a_failing_run_mid_batch_writes_nothing(resize_model):
-    # An empty image passes the signature (free dimensions) but the kernel refuses it: the runs
-    # before it succeeded, yet nothing reaches the buffer.
+def test_a_failing_run_mid_batch_writes_nothing(resize_model, monkeypatch):
+    # The fifth image's run fails (injected where the executable binds its input: an empty
+    # image, the old trigger, is now refused before any run): the runs before it succeeded, yet
+    # nothing reaches the buffer.
+    from gdp.runtime.backends.tvm.executable import TvmExecutable
+
+    original, bound = TvmExecutable._to_device, []
+
+    def failing(self, index, array):
+        bound.append(array.shape)
+        if len(bound) == 5:
+            raise RuntimeError("injected kernel failure")
+        return original(self, index, array)
+
     images = _images(SIZES[:5])
-    images.insert(4, np.zeros((0, 5, 3), np.uint8))
+    images.append(images[0])
     buf = np.full((6, 3, 224, 224), 7.0, np.float32)
-    with pytest.raises(gdp.ExecutionError):
+    monkeypatch.setattr(TvmExecutable, "_to_device", failing)
+    with pytest.raises(gdp.ExecutionError, match="injected kernel failure"):
         resize_model.run_batch(images, outputs=buf)
-    assert (buf == 7.0).all()
-    # The worker goes on serving.
+    assert len(bound) == 5 and (buf == 7.0).all()
+    monkeypatch.undo()
+    # The worker goes on serving; an empty image is an InputError naming it, nothing written.
     assert resize_model.run_batch(images[:2]).shape == (2, 3, 224, 224)
+    with pytest.raises(gdp.InputError, match="image 1: input .*empty array"):
+        resize_model.run_batch([images[0], np.zeros((0, 5, 3), np.uint8)], outputs=buf[:2])
+    assert (buf == 7.0).all()
 
 
 def test_per_shape_model_batches_too(tmp_path):

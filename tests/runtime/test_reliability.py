@@ -589,3 +589,19 @@ def test_a_file_size_limit_is_no_crash(hard, tmp_path):
         assert result == {"y": 5.0, "limit": 10_000}
     else:
         assert "RLIMIT_FSIZE" in result["error"]
+
+
+def test_an_empty_image_to_a_free_size_model_is_an_input_error():
+    """A zero extent where the signature has a free one: an ExecutionError from TVM's stride
+    check ("Mismatched p0.strides") before; now an InputError naming the input, from every
+    entry point."""
+    model = gdp.compile(affine((None, None, 3)), target="cpu")
+    for shape in [(0, 5, 3), (5, 0, 3), (0, 0, 3)]:
+        empty = np.zeros(shape, np.float32)
+        with pytest.raises(InputError, match=r"input 'x'.*empty array"):
+            model(empty)
+        with pytest.raises(InputError, match=r"input 'x'.*empty array"):
+            gdp.run_async(model, {"x": empty})
+        with pytest.raises(InputError, match=r"input 'x'.*empty array"):
+            model.run_batch([empty])
+    np.testing.assert_array_equal(model(X), affine_oracle(X))  # the model still runs
