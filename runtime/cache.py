@@ -276,14 +276,8 @@ class DiskCache:
                 locks = self.root / LOCKS_DIR
                 locks.mkdir(mode=0o700, exist_ok=True)
                 fd = os.open(locks / key, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        if fd is not None:
-            try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
-            except OSError:
-                os.close(fd)
-                fd = None
-        if fd is not None:
-            _held_file_locks.add(fd)
+                _held_file_locks.add(fd)
         try:
             yield
         finally:

@@ -130,11 +130,12 @@ def _opencv(name: str, reason: str, args: tuple, kwargs: dict, refusal: Exceptio
     is probed on copies of the arrays (nothing of the caller's is written): a FallthroughError
     where OpenCV would run it, gdp's error where OpenCV refuses it too."""
     function = _opencv_function(name)
+    forbidden = FallthroughError(
+        f"cv2.{name}: {reason}, so it would run in OpenCV; GDP_CV2_STRICT=1 forbids that"
+    )
     if refusal is None:
         if strict():
-            raise FallthroughError(
-                f"cv2.{name}: {reason}, so it would run in OpenCV; GDP_CV2_STRICT=1 forbids that"
-            )
+            raise forbidden
         return function(*args, **kwargs)
     try:
         if strict():
@@ -147,9 +148,7 @@ def _opencv(name: str, reason: str, args: tuple, kwargs: dict, refusal: Exceptio
         raise (refusal if isinstance(refusal, _cv2.error) else opencv_error) from None
     RESCUED[name] += 1
     if strict():
-        raise FallthroughError(
-            f"cv2.{name}: {reason}, so it would run in OpenCV; GDP_CV2_STRICT=1 forbids that"
-        )
+        raise forbidden
     return result
 
 
@@ -183,8 +182,8 @@ def image(func: str, src, name: str = "src") -> np.ndarray:
 
     Inside an accelerated call, any other array (empty, save in _UNSAFE_ON_EMPTY's functions;
     1-D, 5 or more channels, more axes, big-endian, which OpenCV reads as native order) is
-    NotAccelerated: OpenCV decides what to
-    do with it. Elsewhere (gdp.cv2.chain) it is a cv2.error."""
+    NotAccelerated: OpenCV decides what to do with it. Elsewhere (gdp.cv2.chain) it is a
+    cv2.error."""
     if not isinstance(src, np.ndarray) and is_tensor(src):
         shape = src.shape
         if shape.rank not in (2, 3) or (shape.rank == 3 and shape[2] not in (1, 2, 3, 4)):
@@ -199,9 +198,7 @@ def image(func: str, src, name: str = "src") -> np.ndarray:
     reason = ""
     if src.size == 0:
         if func in _UNSAFE_ON_EMPTY:  # never handed to OpenCV: a clear error instead
-            raise FinalError(
-                f"OpenCV(gdp) error: (-215:Assertion failed) !_{name}.empty() in function '{func}'"
-            )
+            raise FinalError(*error(func, f"!_{name}.empty()").args)
         reason = f"!_{name}.empty()"
     elif src.ndim not in (2, 3) or (src.ndim == 3 and not 1 <= src.shape[2] <= 4):
         reason = f"{name} must be HxW or HxWxC with 1 to 4 channels, got {src.shape}"

@@ -13,34 +13,20 @@ size (relax_import.explicit_max_pool_pads)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import gdp
+from tests.children import run_cases
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = Path(__file__).resolve().parent
 
 
 def _run(seeds: list[int], tmp_path) -> list[dict]:
-    env = {**os.environ, "GDP_CACHE_DIR": str(tmp_path / "cache")}
-    run = subprocess.run(
-        [sys.executable, os.path.join(HERE, "tf_fuzz_cases.py"), *map(str, seeds)],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        env=env,
-        cwd=HERE,
-    )
-    cases = [json.loads(ln[5:]) for ln in run.stdout.splitlines() if ln.startswith("CASE ")]
-    lost = [s for s in seeds if s not in {c["seed"] for c in cases}]
-    assert run.returncode == 0 and not lost, (
-        f"the child died (rc {run.returncode}) before seeds {lost}: {run.stderr[-3000:]}"
-    )
+    cases = run_cases(HERE / "tf_fuzz_cases.py", seeds, seeds, tmp_path / "cache")
     failures = [c for c in cases if c["result"] in ("mismatch", "error")]
     assert not failures, json.dumps(failures, indent=1)
     refused = [c for c in cases if c["result"] == "refused"]

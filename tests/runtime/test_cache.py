@@ -14,6 +14,7 @@ import pytest
 import gdp
 import gdp.runtime.cache
 from tests import ROOT
+from tests.children import run_child
 from tests.models import affine, affine_oracle
 
 # A fresh process that compiles the ONNX file and prints where the code came from. It imports
@@ -28,21 +29,6 @@ print(json.dumps({"cache": model.report()["cache"], "y": float(y[0, 0, 0]),
                   "tensorflow": "tensorflow" in mods,
                   "importer": "tvm.relax.frontend.onnx" in mods}))
 """
-
-
-def run_child(code: str, cache_dir: Path, *args: str) -> dict:
-    """Run `code` in a fresh Python with its own cache dir; return its last line, parsed."""
-    env = dict(os.environ, GDP_CACHE_DIR=str(cache_dir))
-    out = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def test_second_process_loads_instead_of_compiling(tmp_path):

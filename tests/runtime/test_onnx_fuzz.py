@@ -9,33 +9,19 @@ to 5, 5 and 28 refused by TVM)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+from pathlib import Path
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from tests.children import run_cases
+
+HERE = Path(__file__).resolve().parent
 # Seeds whose graphs gdp refuses with a GdpError (a documented refusal, not a mismatch).
 KNOWN_REFUSALS: dict[int, str] = {}
 
 
 def _run(seeds: list[int], tmp_path) -> list[dict]:
-    env = {**os.environ, "GDP_CACHE_DIR": str(tmp_path / "cache")}
-    run = subprocess.run(
-        [sys.executable, os.path.join(HERE, "onnx_fuzz_cases.py"), *map(str, seeds)],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        env=env,
-    )
-    cases = [json.loads(ln[5:]) for ln in run.stdout.splitlines() if ln.startswith("CASE ")]
-    done = {c["seed"] for c in cases}
-    lost = [s for s in seeds if s not in done]
-    assert run.returncode == 0 and not lost, (
-        f"the child died (rc {run.returncode}) before seeds {lost}: {run.stderr[-3000:]}"
-    )
-    return cases
+    return run_cases(HERE / "onnx_fuzz_cases.py", seeds, seeds, tmp_path / "cache")
 
 
 def _check(cases: list[dict]) -> None:

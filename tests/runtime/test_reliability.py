@@ -28,7 +28,7 @@ import gdp.runtime.cache as cache_mod
 from gdp import bundle
 from gdp.errors import CacheError, FrontendError, GdpError, InputError, QueueFullError
 from gdp.runtime import queue
-from tests import ROOT
+from tests.children import run_child
 from tests.models import affine, affine_oracle
 
 X = np.random.default_rng(0).random((3, 4, 3), np.float32)
@@ -574,17 +574,7 @@ def test_a_file_size_limit_is_no_crash(hard, tmp_path):
     """A soft file-size limit below a library's size (`ulimit -f`): the process died (SIGXFSZ,
     or LLVM's "IO failure on output stream" abort). Now the compile lifts it to the hard limit
     and puts it back; a hard limit too small is a CompileError."""
-    env = dict(os.environ, GDP_CACHE_DIR=str(tmp_path / "cache"))
-    out = subprocess.run(
-        [sys.executable, "-c", FILE_SIZE_CHILD, "10000", str(hard)],
-        env=env,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result = run_child(FILE_SIZE_CHILD, tmp_path / "cache", "10000", str(hard))
     if hard < 0:
         assert result == {"y": 5.0, "limit": 10_000}
     else:

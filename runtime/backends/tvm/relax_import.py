@@ -126,13 +126,7 @@ def explicit_max_pool_pads(model: onnx.ModelProto) -> onnx.ModelProto:
     1, 2, "SAME") over an even extent, which tf2onnx writes as SAME_UPPER when the size is
     free) the windows began one pixel early, a silent wrong answer (found by
     tests/corpus/test_tf_fuzz.py, seed 173)."""
-    pools = [
-        n
-        for n in model.graph.node
-        if n.op_type == "MaxPool"
-        and any(a.name == "auto_pad" and a.s in (b"SAME_UPPER", b"SAME_LOWER") for a in n.attribute)
-    ]
-    if not pools:
+    if not any(n.op_type == "MaxPool" for n in model.graph.node):
         return model
     shapes = _static_shapes(model)
     explicit = onnx.ModelProto()

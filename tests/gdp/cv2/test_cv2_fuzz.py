@@ -7,28 +7,17 @@ rounding, depth pairs OpenCV refuses, cvtColor of channel counts OpenCV takes (s
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
+from pathlib import Path
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from tests.children import run_cases
+
+HERE = Path(__file__).resolve().parent
 
 
 def _fuzz(seed: int, calls: int) -> None:
-    run = subprocess.run(
-        [sys.executable, os.path.join(HERE, "cv2_fuzz_cases.py"), str(seed), str(calls)],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        cwd=HERE,
-    )
-    cases = [json.loads(ln[5:]) for ln in run.stdout.splitlines() if ln.startswith("CASE ")]
-    assert run.returncode == 0 and cases, (
-        f"the child died (rc {run.returncode}) in seed {seed}: {run.stderr[-3000:]}"
-    )
+    cases = run_cases(HERE / "cv2_fuzz_cases.py", [seed, calls], [seed])
     failures = cases[0]["failures"]
     assert not failures, "\n".join(failures)
 
