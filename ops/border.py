@@ -123,5 +123,102 @@ def pad(
         raise ValueError(f"unknown border type {border}")
     if border == BORDER_CONSTANT:
         value = border_value(value, image)
+    if image.shape[0] is None or image.shape[1] is None:
+        return pad_any_size(image, top, bottom, left, right, border, value)
     rows = _pad_axis(image, 0, top, bottom, border, value) if top or bottom else image
     return _pad_axis(rows, 1, left, right, border, value) if left or right else rows
+
+
+def pad_any_size(
+    image: tf.Tensor, top: int, bottom: int, left: int, right: int, border: int, value=0.0
+) -> tf.Tensor:
+    """`pad` for an image of any size larger than the padding (its static size may be unknown:
+    a shape-generic program), with `value` the constant border's pixel (a number, or one per
+    channel as border_value gives it). BORDER_WRAP is refused.
+
+    BORDER_REFLECT_101 (OpenCV's default) and BORDER_CONSTANT with one value are TF's own pads
+    (ONNX Pad reflect and constant): TVM computes them inside the stencil that reads them, where
+    the slices and concats below are kernels of their own that write the padded image out (2.5x
+    slower on a 1080p GaussianBlur). TF has no pad that replicates, and its SYMMETRIC
+    (BORDER_REFLECT) reaches ONNX as a scatter and compress graph: those two keep the slices.
+    So does an image computed inside a gdp.cv2.chain: TVM's importer converts Pad only where
+    its input's extents are known expressions, and after some ops (cvtColor's gray) they are
+    not; the slices take any."""
+    border &= ~BORDER_ISOLATED
+    if border == BORDER_WRAP:
+        raise ValueError("pad: BORDER_WRAP needs static sizes")
+    values = np.unique(np.ravel(value))
+    if (border == BORDER_REFLECT_101 or (border == BORDER_CONSTANT and values.size == 1)) and (
+        _from_graph_input(image)
+    ):
+        pads = [[top, bottom], [left, right]] + [[0, 0]] * (image.shape.rank - 2)
+        if border == BORDER_REFLECT_101:
+            return tf.pad(image, pads, mode="REFLECT")
+        fill = tf.constant(values[0], image.dtype)
+        return tf.pad(image, pads, mode="CONSTANT", constant_values=fill)
+    rows = _pad_axis_any_size(image, 0, top, bottom, border, value)
+    return _pad_axis_any_size(rows, 1, left, right, border, value)
+
+
+def _from_graph_input(x: tf.Tensor) -> bool:
+    """Whether `x` is a graph's input, or a cast of one."""
+    op = x.op
+    while op.type in ("Cast", "Identity") and op.inputs:
+        op = op.inputs[0].op
+    return op.type == "Placeholder"
+
+
+def along(x: tf.Tensor, axis: int, part: slice) -> tf.Tensor:
+    """x[..., part, ...] with `part` on `axis`."""
+    index = [slice(None)] * x.shape.rank
+    index[axis] = part
+    return x[tuple(index)]
+
+
+def _pad_axis_any_size(x: tf.Tensor, axis: int, before: int, after: int, border: int, value):
+    """_pad_axis for an axis of any length L > before, after (its static size may be unknown):
+    the same slices, taken from the ends of the axis."""
+    if not before and not after:
+        return x
+    if border == BORDER_CONSTANT:
+
+        def edge(first: bool) -> tf.Tensor:
+            # The fill shaped like an edge line: zeros from a comparison that is false for every
+            # value (NaN included), plus the value. tf.zeros_like of a run-time shape becomes
+            # ConstantOfShape, which TVM's importer takes only for a static shape.
+            line = along(x, axis, slice(0, 1) if first else slice(-1, None))
+            zeros = tf.cast(tf.logical_and(line < 0, line > 0), x.dtype)
+            if not np.any(np.ravel(value)):
+                return zeros
+            return zeros + tf.constant(np.asarray(value, x.dtype.as_numpy_dtype))
+
+        head = [edge(True)] * before
+        tail = [edge(False)] * after
+    elif border == BORDER_REPLICATE:
+        head = [along(x, axis, slice(0, 1))] * before
+        tail = [along(x, axis, slice(-1, None))] * after
+    else:
+        # One row (column) at a time: a reversed slice of a run-time extent has no extent the
+        # shape-generic compile can prove, a one-wide slice from either end has.
+        def line(i: int) -> tf.Tensor:  # x[i], i < 0 counting from the end
+            return along(x, axis, slice(i, i + 1 if i != -1 else None))
+
+        if border == BORDER_REFLECT:  # x[k-1] .. x[0] | x | x[L-1] .. x[L-k]
+            head = [line(i) for i in range(before - 1, -1, -1)]
+            tail = [line(-1 - i) for i in range(after)]
+        else:  # BORDER_REFLECT_101: x[k] .. x[1] | x | x[L-2] .. x[L-1-k]
+            head = [line(i) for i in range(before, 0, -1)]
+            tail = [line(-2 - i) for i in range(after)]
+    pieces = [*head, x, *tail]
+    return pieces[0] if len(pieces) == 1 else tf.concat(pieces, axis=axis)
+
+
+def shifted_views(padded: tf.Tensor, kh: int, kw: int, offsets) -> list[tf.Tensor]:
+    """The windows' tap (dy, dx) of a (kh, kw) kernel over `padded` for each (dy, dx) of
+    `offsets`: padded[dy : dy + H, dx : dx + W], cut from both ends so that it is written for
+    any size (H = padded's height - (kh - 1))."""
+
+    def cut(start: int, k: int) -> slice:
+        return slice(start, start - (k - 1) if start < k - 1 else None)
+
+    return [padded[cut(dy, kh), cut(dx, kw)] for dy, dx in offsets]

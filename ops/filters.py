@@ -75,23 +75,21 @@ def gaussian_ksize(sigma: float, dtype: tf.DType) -> int:
     return (int(round(sigma * radius * 2 + 1)) | 1) if sigma > 0 else 1
 
 
-def _taps(padded: tf.Tensor, kernel: np.ndarray, axis: int, length: int) -> tf.Tensor:
+def _taps(padded: tf.Tensor, kernel: np.ndarray, axis: int) -> tf.Tensor:
     """sum of kernel[t] * padded shifted by t along `axis` (0: rows, 1: columns), skipping
-    zero taps; `length` is the unpadded extent of that axis."""
+    zero taps. The views are cut from both ends, so the sum is written for any length."""
+    n = len(kernel)
+
+    def view(t: int) -> tf.Tensor:
+        return B.along(padded, axis, slice(t, t - (n - 1) if t < n - 1 else None))
+
     total = None
     for t, weight in enumerate(kernel):
         if weight == 0:
             continue
-        index = [slice(None)] * padded.shape.rank
-        index[axis] = slice(t, t + length)
-        view = padded[tuple(index)]
-        term = view if weight == 1 else view * tf.constant(weight, padded.dtype)
+        term = view(t) if weight == 1 else view(t) * tf.constant(weight, padded.dtype)
         total = term if total is None else total + term
-    if total is None:
-        index = [slice(None)] * padded.shape.rank
-        index[axis] = slice(0, length)
-        total = tf.zeros_like(padded[tuple(index)])
-    return total
+    return total if total is not None else tf.zeros_like(view(0))
 
 
 def sep_filter(
@@ -107,10 +105,9 @@ def sep_filter(
     kx, ky = len(kernel_x), len(kernel_y)
     ax = anchor[0] if anchor[0] >= 0 else kx // 2
     ay = anchor[1] if anchor[1] >= 0 else ky // 2
-    h, w = image.shape[0], image.shape[1]
     padded = B.pad(image, ay, ky - 1 - ay, ax, kx - 1 - ax, border, value)
-    rows = _taps(padded, np.asarray(kernel_x), 1, w)
-    return _taps(rows, np.asarray(kernel_y), 0, h)
+    rows = _taps(padded, np.asarray(kernel_x), 1)
+    return _taps(rows, np.asarray(kernel_y), 0)
 
 
 def filter_2d(
@@ -209,38 +206,32 @@ def morphology(
     anchor: tuple[int, int],
     dilate: bool,
     border: int,
-    border_value: float | None,
+    border_value,
 ) -> tf.Tensor:
     """cv::erode / cv::dilate, one iteration: min (max) over the kernel's non-zero taps.
-    border_value None is OpenCV's morphologyDefaultBorderValue: outside pixels never win."""
+    border_value is OpenCV's Scalar (a number is (v, 0, 0, 0): the other channels' border is
+    0); None is OpenCV's morphologyDefaultBorderValue: outside pixels never win."""
     kernel = np.asarray(kernel)
     kh, kw = kernel.shape
     ax = anchor[0] if anchor[0] >= 0 else kw // 2
     ay = anchor[1] if anchor[1] >= 0 else kh // 2
-    h, w = image.shape[0], image.shape[1]
     if border_value is None and (border & ~B.BORDER_ISOLATED) == B.BORDER_CONSTANT:
         dtype = image.dtype
         if dtype.is_floating:
-            border_value = -np.inf if dilate else np.inf
+            extreme = -np.inf if dilate else np.inf
         else:
-            border_value = dtype.min if dilate else dtype.max
+            extreme = dtype.min if dilate else dtype.max
+        border_value = [extreme] * 4
     value = border_value if border_value is not None else 0.0
-    padded = B.pad(image, ay, kh - 1 - ay, ax, kw - 1 - ax, border, _scalar(value, image))
+    padded = B.pad(image, ay, kh - 1 - ay, ax, kw - 1 - ax, border, value)
     if np.count_nonzero(kernel) > STENCIL_TAPS_2D:
         return morphology_runs(padded, kernel, dilate)
     pick = tf.maximum if dilate else tf.minimum
+    offsets = [(dy, dx) for dy in range(kh) for dx in range(kw) if kernel[dy, dx]]
     total = None
-    for dy in range(kh):
-        for dx in range(kw):
-            if kernel[dy, dx]:
-                view = padded[dy : dy + h, dx : dx + w]
-                total = view if total is None else pick(total, view)
+    for view in B.shifted_views(padded, kh, kw, offsets):
+        total = view if total is None else pick(total, view)
     return total if total is not None else image
-
-
-def _scalar(value, image: tf.Tensor):
-    channels = image.shape[2] if image.shape.rank == 3 else 1
-    return [value] * min(channels, 4)
 
 
 def median_u8(image: tf.Tensor, ksize: int) -> tf.Tensor:
@@ -248,13 +239,14 @@ def median_u8(image: tf.Tensor, ksize: int) -> tf.Tensor:
     from the top: it is the largest v with fewer than half the window's pixels below v. Each
     bit costs one compare per tap, all elementwise."""
     r = ksize // 2
-    h, w = image.shape[0], image.shape[1]
     if ksize >= 5:  # 25 taps: each bit's median would nest in the next 25 times over
         return median_u8_counting(B.pad(image, r, r, r, r, B.BORDER_REPLICATE), ksize)
     padded = tf.cast(B.pad(image, r, r, r, r, B.BORDER_REPLICATE), tf.int32)
-    views = [padded[dy : dy + h, dx : dx + w] for dy in range(ksize) for dx in range(ksize)]
+    views = B.shifted_views(padded, ksize, ksize, _square(ksize))
     half = len(views) // 2
-    median = tf.zeros_like(views[0])
+    # A scalar, broadcast by the first tf.where: zeros_like of a run-time shape has no ONNX form
+    # that TVM imports.
+    median = tf.constant(0, tf.int32)
     for bit in (128, 64, 32, 16, 8, 4, 2, 1):
         candidate = median + bit
         below = None
@@ -321,10 +313,9 @@ def median(image: tf.Tensor, ksize: int) -> tf.Tensor:
     ksize x ksize shifted views; 16-bit integers are sorted as int32 (ONNX runtimes have no
     16-bit Min/Max)."""
     r = ksize // 2
-    h, w = image.shape[0], image.shape[1]
     work = tf.int32 if image.dtype in (tf.uint16, tf.int16) else image.dtype
     padded = tf.cast(B.pad(image, r, r, r, r, B.BORDER_REPLICATE), work)
-    views = [padded[dy : dy + h, dx : dx + w] for dy in range(ksize) for dx in range(ksize)]
+    views = B.shifted_views(padded, ksize, ksize, _square(ksize))
     return tf.cast(median_select(views), image.dtype)
 
 
@@ -368,7 +359,7 @@ def canny_gradients_color(image: tf.Tensor, aperture: int, l2_gradient: bool):
         first.append(hits[c] & ~tf.reduce_any(tf.stack(hits[:c], axis=-1), axis=-1))
 
     def pick(axis: int) -> tf.Tensor:
-        zero = tf.zeros_like(best)
+        zero = tf.constant(0, best.dtype)
         parts = [tf.where(f, g[axis], zero) for f, g in zip(first, grads, strict=True)]
         return tf.reduce_sum(tf.stack(parts, axis=-1), axis=-1)
 
@@ -425,10 +416,13 @@ def window_cols(
 
 def window_taps(x: tf.Tensor, offsets, kh: int, kw: int) -> tf.Tensor:
     """The pixels at (dy, dx) of each window of a (kh, kw) kernel over the padded image `x`
-    (HW or HWC, static sizes), for each (dy, dx) in `offsets`, stacked: shape
+    (HW or HWC, of any size), for each (dy, dx) in `offsets`, stacked: shape
     [len(offsets), H - kh + 1, W - kw + 1, ...], stored once for the reductions that read it."""
-    h, w = _static(x, 0) - (kh - 1), _static(x, 1) - (kw - 1)
-    return tf.stack([x[dy : dy + h, dx : dx + w] for dy, dx in offsets])
+    return tf.stack(B.shifted_views(x, kh, kw, offsets))
+
+
+def _square(ksize: int) -> list[tuple[int, int]]:
+    return [(dy, dx) for dy in range(ksize) for dx in range(ksize)]
 
 
 def correlate_taps(x: tf.Tensor, kernel: np.ndarray) -> tf.Tensor:
@@ -513,7 +507,7 @@ def median_u8_counting(padded: tf.Tensor, ksize: int) -> tf.Tensor:
     offsets = [(dy, dx) for dy in range(ksize) for dx in range(ksize)]
     taps = window_taps(tf.cast(padded, tf.int32), offsets, ksize, ksize)
     half = len(offsets) // 2
-    median = tf.zeros_like(taps[0])
+    median = tf.constant(0, tf.int32)  # broadcast by the first tf.where
     for bit in (128, 64, 32, 16, 8, 4, 2, 1):
         candidate = median + bit
         below = tf.reduce_sum(tf.cast(taps < candidate[None], tf.int32), axis=0)

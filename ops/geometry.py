@@ -1,95 +1,25 @@
-"""OpenCV's resize as TF ops: separable gathers of constant source indices with OpenCV's
-interpolation weights, in OpenCV's fixed point for uint8 (11-bit weights, one rounding).
+"""OpenCV's resize and warpAffine as TF ops.
 
-The indices and weights depend only on the sizes, so they are constants of the graph: a
-backend fuses the gathers and the weighted sums into one kernel.
+resize: separable gathers of OpenCV's source indices with its interpolation weights, in OpenCV's
+fixed point for uint8 (11-bit weights, one rounding). The tables (gdp.ops.resize_tables) depend
+only on the sizes: constants of the graph for a static size (a backend fuses the gathers and
+the weighted sums into one kernel), or run-time inputs of a program that serves every source
+size (gdp.cv2's eager resize).
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 import tensorflow as tf
 
 from gdp.ops.border import BORDER_CONSTANT, BORDER_REPLICATE, border_value
-
-# cv::resize's interpolation codes, so ops/ needs no cv2.
-INTER_NEAREST = 0
-INTER_LINEAR = 1
-INTER_CUBIC = 2
-INTER_AREA = 3
-# OpenCV's fixed point for 8-bit resize: weights scaled by 2^11, two passes -> 2^22.
-RESIZE_COEF_BITS = 11
-CUBIC_A = -0.75
-
-
-def _cubic_weights(x: float) -> list[float]:
-    a = CUBIC_A
-    c0 = ((a * (x + 1) - 5 * a) * (x + 1) + 8 * a) * (x + 1) - 4 * a
-    c1 = ((a + 2) * x - (a + 3)) * x * x + 1
-    c2 = ((a + 2) * (1 - x) - (a + 3)) * (1 - x) * (1 - x) + 1
-    return [c0, c1, c2, 1.0 - c0 - c1 - c2]
-
-
-def axis_taps(src: int, dst: int, scale: float, method: int) -> tuple[np.ndarray, np.ndarray]:
-    """(indices, weights), each (dst, taps): the source pixels and float weights each output
-    pixel of one axis reads, as cv::resize computes them (`scale` = source / destination)."""
-    if method == INTER_NEAREST:
-        idx = [min(int(math.floor(d * scale)), src - 1) for d in range(dst)]
-        return np.array(idx)[:, None], np.ones((dst, 1))
-    taps = 4 if method == INTER_CUBIC else 2
-    indices = np.zeros((dst, taps), np.int64)
-    weights = np.zeros((dst, taps))
-    for d in range(dst):
-        if method == INTER_AREA:  # enlarging by "area": linear taps with area coefficients
-            s = int(math.floor(d * scale))
-            f = float(np.float32((d + 1) - (s + 1) / scale))
-            f = 0.0 if f <= 0 else f - math.floor(f)
-        else:
-            f = np.float32((d + 0.5) * scale - 0.5)  # OpenCV computes the position in float
-            s = int(math.floor(f))
-            f = float(f) - s
-        if method in (INTER_LINEAR, INTER_AREA):
-            if s < 0:
-                f, s = 0.0, 0
-            if s >= src - 1:
-                f, s = 0.0, src - 1
-            indices[d] = [s, min(s + 1, src - 1)]
-            weights[d] = [1.0 - f, f]
-        else:
-            indices[d] = [min(max(s - 1 + k, 0), src - 1) for k in range(4)]
-            weights[d] = _cubic_weights(f)
-    return indices, weights
-
-
-def area_taps(src: int, dst: int, scale: float) -> tuple[np.ndarray, np.ndarray]:
-    """(indices, weights) of INTER_AREA shrinking by a non-integer `scale` (>= 1) along one
-    axis: each output pixel is the mean of the source cells its footprint covers, partial
-    cells weighted by their covered part (cv::computeResizeAreaTab, weights in float32).
-    Rows shorter than the longest are padded with zero-weight taps."""
-    rows: list[list[tuple[int, float]]] = []
-    for d in range(dst):
-        f1 = d * scale
-        f2 = f1 + scale
-        cell = min(scale, src - f1)
-        s1, s2 = math.ceil(f1), math.floor(f2)
-        s2 = min(s2, src - 1)
-        s1 = min(s1, s2)
-        row = []
-        if s1 - f1 > 1e-3:
-            row.append((s1 - 1, (s1 - f1) / cell))
-        row += [(s, 1.0 / cell) for s in range(s1, s2)]
-        if f2 - s2 > 1e-3:
-            row.append((s2, min(min(f2 - s2, 1.0), cell) / cell))
-        rows.append(row)
-    taps = max(len(row) for row in rows)
-    indices = np.zeros((dst, taps), np.int64)
-    weights = np.zeros((dst, taps), np.float32)
-    for d, row in enumerate(rows):
-        for k, (index, weight) in enumerate(row):
-            indices[d, k], weights[d, k] = index, np.float32(weight)
-    return indices, weights
+from gdp.ops.resize_tables import (  # noqa: F401  (the codes, for callers of gdp.ops.geometry)
+    INTER_AREA,
+    INTER_CUBIC,
+    INTER_LINEAR,
+    INTER_NEAREST,
+    plan,
+)
 
 
 def _saturate(x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
@@ -99,105 +29,11 @@ def _saturate(x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
     return tf.cast(tf.clip_by_value(tf.round(x), dtype.min, dtype.max), dtype)
 
 
-def _fixed(weights: np.ndarray) -> np.ndarray:
-    """OpenCV's 11-bit weights: each rounded, the largest absorbing the rounding so that every
-    row sums to exactly 2^11."""
-    one = 1 << RESIZE_COEF_BITS
-    fixed = np.rint(weights.astype(np.float32) * one).astype(np.int64)
-    for row, w in zip(fixed, weights, strict=True):
-        row[int(np.argmax(w))] += one - int(row.sum())
-    return fixed
-
-
-# How much more a gathered tap costs than a tap of a pass along the rows (whole rows weighed and
-# summed in vectors): what the pass order of an integer resize is chosen by (see _order).
-GATHER_COST = 8
-
-
-def _taps(indices: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The taps without those of weight 0 for every output pixel (an exact factor's second
-    linear tap, area's padding): a tap fewer is a gather fewer."""
-    used = np.any(weights != 0, axis=0)
-    used[int(np.argmax(used))] = True  # at least one
-    return indices[:, used], weights[:, used]
-
-
-def _is_identity(taps, src: int, one: float) -> bool:
-    """Whether taps copy each source pixel with the weight `one` (1, or 2^11 in fixed point)."""
-    indices, weights = taps
-    return (
-        indices.shape == (src, 1)
-        and np.array_equal(indices[:, 0], np.arange(src))
-        and bool(np.all(weights == one))
-    )
-
-
-def _pass(x: tf.Tensor, taps, axis: int, channels: int, work: tf.DType) -> tf.Tensor:
-    """One axis of a separable resize of an (H, W*channels) image: output pixel i along `axis`
-    is sum_k weight[i, k] * x[index[i, k]] (all channels of each pixel). Along the columns the
-    tables are per element (pixel index * channels + channel), so the gathers and weights of
-    every channel are plain loads along the row. Weights of 1 multiply nothing."""
-    indices, weights = taps
-    if axis == 1:
-        lanes = np.arange(channels)
-        indices = (indices[:, None, :] * channels + lanes[None, :, None]).reshape(
-            -1, indices.shape[1]
-        )
-        weights = np.repeat(weights, channels, axis=0)
-    shape = [-1, 1] if axis == 0 else [1, -1]
-    total = None
-    for k in range(indices.shape[1]):
-        term = tf.gather(x, tf.constant(indices[:, k], tf.int32), axis=axis)
-        if not np.all(weights[:, k] == 1):
-            term = term * tf.constant(weights[:, k].reshape(shape), work)
-        total = term if total is None else total + term
-    return total
-
-
-def _order(h: int, w: int, rows, cols) -> bool:
-    """Whether the pass along the columns (rows of the result: vertical) goes first, for an
-    integer resize, whose sums are exact in any order: the order that costs less, a gathered
-    tap (horizontal pass) counted GATHER_COST times a row pass's tap. Shrinking the rows first
-    makes the horizontal pass gather only the rows the result has, as OpenCV computes only the
-    rows it needs; enlarging them, the horizontal pass first gathers the fewer source rows."""
-    height, width = rows[0].shape[0], cols[0].shape[0]
-    ty, tx = rows[0].shape[1], cols[0].shape[1]
-    vertical_first = height * w * ty + GATHER_COST * height * width * tx
-    horizontal_first = GATHER_COST * h * width * tx + height * width * ty
-    return vertical_first <= horizontal_first
-
-
-def _separable(
-    x: tf.Tensor,
-    rows,
-    cols,
-    channels: int,
-    work: tf.DType,
-    vertical_first: bool = False,
-    one: float = 1,
-) -> tuple[tf.Tensor, int]:
-    """Both passes of (index, weight) taps over an (H, W*channels) image in `work` (OpenCV's
-    order, horizontal then vertical, unless `vertical_first`); an axis whose taps are the
-    identity (weight `one`) is skipped. Returns the sum and how many passes ran."""
-    h, w = x.shape[0], x.shape[1] // channels
-    x = tf.cast(x, work)
-    passes = [(rows, 0, h), (cols, 1, w)]
-    if not vertical_first:
-        passes.reverse()
-    ran = 0
-    for taps, axis, src in passes:
-        if _is_identity(taps, src, one):
-            continue
-        x = _pass(x, taps, axis, channels, work)
-        ran += 1
-    return x, ran
-
-
 def resize(
     image: tf.Tensor, width: int, height: int, scale_x: float, scale_y: float, method: int
 ) -> tf.Tensor:
-    """cv::resize of an HW or HWC image to (height, width); scale_* are source / destination
-    (1 / fx, 1 / fy when given, else the size ratio)."""
+    """cv::resize of an HW or HWC image of static size to (height, width); scale_* are source /
+    destination (1 / fx, 1 / fy when given, else the size ratio)."""
     if image.shape.rank == 2:
         return resize_flat(image, 1, width, height, scale_x, scale_y, method)
     h, w, c = image.shape
@@ -215,60 +51,70 @@ def resize_flat(
     scale_y: float,
     method: int,
 ) -> tf.Tensor:
-    """`resize` of an HWC image given as (H, W*channels) (a free reshape of the array), to
-    (height, width*channels): the column pass then gathers elements, each output element one
-    per tap, with no channel arithmetic (gdp.cv2 calls this)."""
+    """`resize` of an HWC image of static size given as (H, W*channels) (a free reshape of the
+    array), to (height, width*channels), its tables constants of the graph."""
     h, w = image.shape[0], image.shape[1] // channels
-    work = tf.float64 if image.dtype == tf.float64 else tf.float32
-    if method == INTER_AREA and scale_x >= 1 and scale_y >= 1:
-        if scale_x == round(scale_x) and scale_y == round(scale_y):
-            return _area_integer(image, channels, int(round(scale_x)), int(round(scale_y)))
-        rows, cols = area_taps(h, height, scale_y), area_taps(w, width, scale_x)
-        rows, cols = _taps(*rows), _taps(*cols)
-        total, _ = _separable(image, rows, cols, channels, work)
-        return _saturate(total, image.dtype)
-    rows = axis_taps(h, height, scale_y, method)
-    cols = axis_taps(w, width, scale_x, method)
-    if method == INTER_NEAREST:
-        out, _ = _separable(image, rows, cols, channels, image.dtype, vertical_first=True)
-        return out
-    if image.dtype == tf.uint8:
-        rows, cols = _taps(rows[0], _fixed(rows[1])), _taps(cols[0], _fixed(cols[1]))
-        first = _order(h, w, rows, cols)
-        one = 1 << RESIZE_COEF_BITS
-        total, ran = _separable(image, rows, cols, channels, tf.int32, first, one)
+    dtype = image.dtype.as_numpy_dtype.__name__
+    structure, tables = plan(h, w, channels, width, height, scale_x, scale_y, method, dtype)
+    return resize_by_plan(image, structure, tables)
+
+
+def resize_by_plan(image: tf.Tensor, structure: dict, tables: dict) -> tf.Tensor:
+    """The resize that gdp.ops.resize_tables.plan describes, of an (H, W*channels) image of any
+    size, to (height, width*channels): `tables` are its arrays (constants) or tensors of them
+    (run-time inputs of any length: one program for every size the structure serves)."""
+    work = tf.as_dtype(structure["work"])
+    x = tf.cast(image, work)
+    for axis, taps in structure["passes"]:
+        table = tables[f"pass{axis}"]
+        shape = [-1, 1] if axis == 0 else [1, -1]
+        total = None
+        for k in range(taps):
+            term = tf.gather(x, _column(table, k, tf.int32), axis=axis)
+            if structure["weighted"] and not _all_ones(table, taps + k):
+                term = term * tf.reshape(_column(table, taps + k, work), shape)
+            total = term if total is None else total + term
+        x = total
+    if structure["kind"] == "area":
+        return _block_mean(x, image.dtype, structure["fx"], structure["fy"])
+    if not structure["weighted"]:  # nearest: the gathered pixels themselves
+        return tf.cast(x, image.dtype)
+    bits = structure["bits"]
+    if bits:
         # (total + half) >> bits, clamped to [0, 255]: the clamp first (a cubic's sum may be
         # negative or above 255 << bits), so the shift is an unsigned 32-bit one.
-        bits = ran * RESIZE_COEF_BITS
-        if bits == 0:
-            return tf.cast(total, tf.uint8)
         top = (256 << bits) - 1
-        rounded = tf.clip_by_value(total + (1 << (bits - 1)), 0, top)
+        rounded = tf.clip_by_value(x + (1 << (bits - 1)), 0, top)
         shifted = tf.bitwise.right_shift(tf.cast(rounded, tf.uint32), tf.constant(bits, tf.uint32))
         return tf.cast(shifted, tf.uint8)
-    total, _ = _separable(image, rows, cols, channels, work)
-    return _saturate(total, image.dtype)
+    return _saturate(x, image.dtype)
 
 
-def _area_integer(image: tf.Tensor, channels: int, fx: int, fy: int) -> tf.Tensor:
-    """INTER_AREA by an integer factor of an (H, W*channels) image: the mean of each fx x fy
-    block, summed as a separable resize with unit weights (the block's rows first, then its
-    columns, gathered)."""
-    h, w = image.shape[0], image.shape[1] // channels
-    dh, dw = h // fy, w // fx
-    work = tf.int32 if image.dtype.is_integer else image.dtype
-    rows = (np.arange(dh)[:, None] * fy + np.arange(fy)[None, :], np.ones((dh, fy)))
-    cols = (np.arange(dw)[:, None] * fx + np.arange(fx)[None, :], np.ones((dw, fx)))
-    total, _ = _separable(image, rows, cols, channels, work, vertical_first=True)
-    if image.dtype.is_integer and fx == fy == 2:  # OpenCV's 2x2 vector path: (sum + 2) >> 2
-        if image.dtype.is_unsigned:  # an unsigned 32-bit shift (a vector one)
+def _column(table, k: int, dtype: tf.DType) -> tf.Tensor:
+    """Column k of a pass's table as `dtype`: a constant from an array, else a gather of the
+    run-time input (a scalar index: a slice would need a squeeze of a run-time extent)."""
+    if isinstance(table, np.ndarray):
+        return tf.constant(table[:, k], dtype)
+    return tf.cast(tf.gather(table, k, axis=1), dtype)
+
+
+def _all_ones(table, k: int) -> bool:
+    """Whether a constant table's column k weighs every pixel 1 (multiplied by nothing)."""
+    return isinstance(table, np.ndarray) and bool(np.all(table[:, k] == 1))
+
+
+def _block_mean(total: tf.Tensor, dtype: tf.DType, fx: int, fy: int) -> tf.Tensor:
+    """INTER_AREA by integer factors: the fx x fy blocks' sums `total` to their means, rounded
+    as OpenCV rounds them."""
+    if dtype.is_integer and fx == fy == 2:  # OpenCV's 2x2 vector path: (sum + 2) >> 2
+        if dtype.is_unsigned:  # an unsigned 32-bit shift (a vector one)
             total = tf.cast(total + 2, tf.uint32)
-            return tf.cast(tf.bitwise.right_shift(total, tf.constant(2, tf.uint32)), image.dtype)
-        return tf.cast(tf.bitwise.right_shift(total + 2, 2), image.dtype)
-    if image.dtype.is_integer:  # other factors: scaled by 1/area in float, half to even
+            return tf.cast(tf.bitwise.right_shift(total, tf.constant(2, tf.uint32)), dtype)
+        return tf.cast(tf.bitwise.right_shift(total + 2, 2), dtype)
+    if dtype.is_integer:  # other factors: scaled by 1/area in float, half to even
         mean = tf.cast(total, tf.float64) * (1.0 / (fx * fy))
-        return tf.cast(tf.round(mean), image.dtype)
-    return total * tf.constant(1.0 / (fx * fy), work)
+        return tf.cast(tf.round(mean), dtype)
+    return total * tf.constant(1.0 / (fx * fy), total.dtype)
 
 
 # --- warpAffine ------------------------------------------------------------------------------

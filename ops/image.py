@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from gdp.ops import border as B
+
 # OpenCV's fixed kernels for getGaussianKernel(ksize, sigma <= 0) (imgproc/src/smooth.dispatch.cpp)
 _SMALL_GAUSSIAN = {
     1: [1.0],
@@ -53,8 +55,13 @@ def _pad(image: tf.Tensor, rows: int, cols: int, mode: str, channels_last: bool)
     is TF's REFLECT."""
     if rows == 0 and cols == 0:
         return image
-    paddings = [[0, 0]] * image.shape.rank
     row_axis, col_axis = _spatial_axes(image, channels_last)
+    if row_axis == 0 and None in image.shape[:2]:
+        # An image of run-time size: gdp.ops.border's form for it (TVM's importer takes a Pad
+        # only of a graph input's extents, not of a stencil's result).
+        border = {"REFLECT": B.BORDER_REFLECT_101, "CONSTANT": B.BORDER_CONSTANT}[mode]
+        return B.pad_any_size(image, rows, rows, cols, cols, border)
+    paddings = [[0, 0]] * image.shape.rank
     paddings[row_axis], paddings[col_axis] = [rows, rows], [cols, cols]
     return tf.pad(image, paddings, mode=mode)
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,6 +72,9 @@ def clear_cache() -> None:
         _programs.clear()
         _hits = 0
         _traced = 0
+    with _sized_lock:
+        _sized.clear()
+        _sized_calls.clear()
 
 
 def is_graph_call(*arrays) -> bool:
@@ -119,9 +123,10 @@ def _unpack(params, layout) -> dict:
 
 
 def _spec_shapes(arrays: Sequence[np.ndarray], free: int) -> tuple[tuple, ...]:
-    """Each array's shape in the program: height and width free for the first `free` arrays."""
+    """Each array's shape in the program: height and width free for the first `free` arrays
+    (the length of a 1-D one: a table whose length follows from the sizes)."""
     return tuple(
-        (None, None, *a.shape[2:]) if i < free and a.ndim >= 2 else tuple(a.shape)
+        (None,) * min(a.ndim, 2) + tuple(a.shape[2:]) if i < free else tuple(a.shape)
         for i, a in enumerate(arrays)
     )
 
@@ -218,6 +223,7 @@ def program(
     outputs: int = 1,
     values: Mapping[str, Any] | None = None,
     free: int | bool = False,
+    specialize: str | None = None,
 ) -> Model:
     """`graph(*arrays, **params, **values)` compiled for the current target, from the cache
     after the first call: a model with inputs src0, src1, ... (and `params`, the values packed
@@ -225,16 +231,13 @@ def program(
 
     `params` are structural (part of the key), `values` run-time inputs (only their names and
     lengths are in the key). The first `free` arrays (all for True) are images whose height and
-    width are free dimensions of the program: the graph must be written for any size."""
-    global _hits, _traced
+    width are free dimensions of the program: the graph must be written for any size.
+    `specialize` is gdp.compile's option for them (its default when None)."""
+    global _hits
     from gdp.api import default_target
 
     target = default_target()
-    layout = _layout(values or {})
-    free_count = len(arrays) if free is True else int(free)
-    shapes = _spec_shapes(arrays, free_count)
-    dtypes = tuple(a.dtype.str for a in arrays)
-    key = (name, shapes, dtypes, _freeze(params), layout, outputs)
+    key = _key(name, arrays, params, outputs, values, free)
     model = _programs.get((key, target.name))
     if model is not None:
         _hits += 1
@@ -242,23 +245,104 @@ def program(
     with _lock:
         model = _programs.get((key, target.name))
         if model is None:
-            import gdp
-            from gdp.runtime.cache import default_cache_dir
-
-            cache_dir = default_cache_dir()
-            disk_key = _disk_key(key)
-            stored = _stored_graph(disk_key, cache_dir)
-            if stored is not None:
-                model = gdp.compile(stored, target=target, verify=False)
-            else:
-                function = _trace(graph, shapes, dtypes, params, layout, outputs)
-                # Not verified against TF per call: gdp.cv2's graphs are gdp's own, held to
-                # OpenCV by tests/conformance.
-                model = gdp.compile(function, target=target, verify=False)
-                _store_graph(disk_key, cache_dir, model.source_onnx)
-                _traced += 1
+            options = {"specialize": specialize} if specialize else {}
+            model = _compile(key, graph, params, target, options)
             _programs[(key, target.name)] = model
     return model
+
+
+def _key(name, arrays, params, outputs, values, free) -> tuple:
+    layout = _layout(values or {})
+    free_count = len(arrays) if free is True else int(free)
+    shapes = _spec_shapes(arrays, free_count)
+    dtypes = tuple(a.dtype.str for a in arrays)
+    return (name, shapes, dtypes, _freeze(params), layout, outputs)
+
+
+def _compile(key: tuple, graph: Callable, params: dict, target, options=None) -> Model:
+    """The model of `key`: from its graph in the disk cache, else traced from `graph`."""
+    global _traced
+    import gdp
+    from gdp.runtime.cache import default_cache_dir
+
+    _, shapes, dtypes, _, layout, outputs = key
+    cache_dir = default_cache_dir()
+    disk_key = _disk_key(key)
+    stored = _stored_graph(disk_key, cache_dir)
+    if stored is not None:
+        return gdp.compile(stored, target=target, verify=False, **(options or {}))
+    function = _trace(graph, shapes, dtypes, params, layout, outputs)
+    # Not verified against TF per call: gdp.cv2's graphs are gdp's own, held to OpenCV by
+    # tests/conformance.
+    model = gdp.compile(function, target=target, verify=False, **(options or {}))
+    _store_graph(disk_key, cache_dir, model.source_onnx)
+    _traced += 1
+    return model
+
+
+# Per-size programs beside a generic one (sized_program): a size's SIZED_AFTER-th call starts
+# its compile; the last MAX_SIZED are kept.
+SIZED_AFTER = 16
+MAX_SIZED = 8
+_sized_lock = threading.Lock()
+_sized: OrderedDict[tuple, Model] = OrderedDict()
+_sized_calls: OrderedDict[tuple, int] = OrderedDict()
+_sized_pending: dict[tuple, threading.Thread] = {}
+
+
+def sized_program(
+    name: str,
+    graph: Callable,
+    arrays: Sequence[np.ndarray],
+    params: dict,
+    outputs: int = 1,
+    values: Mapping[str, Any] | None = None,
+) -> Model | None:
+    """The program of `graph` for these arrays' exact sizes, where a function also has a generic
+    program that serves every size more slowly (resize: its tables are run-time inputs there,
+    constants folded into the kernel here); None until it is ready. A size's SIZED_AFTER-th
+    call starts its compile in a background thread while the generic program serves; the
+    MAX_SIZED sizes used last keep theirs in memory (the disk cache keeps every graph and
+    code). A failed compile leaves the size on the generic program."""
+    from gdp.api import default_target
+
+    target = default_target()
+    key = (_key(name, arrays, params, outputs, values, False), target.name)
+    with _sized_lock:
+        model = _sized.get(key)
+        if model is not None:
+            _sized.move_to_end(key)
+            return model
+        calls = _sized_calls.pop(key, 0) + 1
+        _sized_calls[key] = calls
+        while len(_sized_calls) > 4 * MAX_SIZED + 16:
+            _sized_calls.popitem(last=False)
+        if calls < SIZED_AFTER or key in _sized_pending:
+            return None
+        # Not a daemon: a daemon thread stopped inside TVM's compiler at shutdown can abort
+        # the process (as gdp.model's background specialisation).
+        thread = threading.Thread(
+            target=_compile_sized, args=(key, graph, params, target), name="gdp-cv2-sized"
+        )
+        _sized_pending[key] = thread
+    thread.start()
+    return None
+
+
+def _compile_sized(key: tuple, graph: Callable, params: dict, target) -> None:
+    try:
+        with _lock:
+            model = _compile(key[0], graph, params, target)
+    except Exception:  # the generic program keeps serving the size
+        with _sized_lock:
+            _sized_calls[key] = -(1 << 30)  # never again in this process
+            _sized_pending.pop(key, None)
+        return
+    with _sized_lock:
+        _sized[key] = model
+        _sized_pending.pop(key, None)
+        while len(_sized) > MAX_SIZED:
+            _sized.popitem(last=False)
 
 
 def feeds(arrays: Sequence[np.ndarray], values: Mapping[str, Any] | None) -> dict:
@@ -280,7 +364,18 @@ def run(
 ) -> np.ndarray | tuple[np.ndarray, ...]:
     """Run `graph(*arrays, **params, **values)`, which returns `outputs` tensors (a tuple when
     more than one), compiled for the current target. Returns one array or a tuple of them."""
-    model = program(name, graph, arrays, params, outputs, values, free)
+    return execute(
+        program(name, graph, arrays, params, outputs, values, free), arrays, outputs, values
+    )
+
+
+def execute(
+    model: Model,
+    arrays: Sequence[np.ndarray],
+    outputs: int = 1,
+    values: Mapping[str, Any] | None = None,
+) -> np.ndarray | tuple[np.ndarray, ...]:
+    """Run a program of this module on the arrays (and values): one array or a tuple."""
     given = feeds(arrays, values)
     results = model.run_arrays([given[name] for name in model.input_names])
     outs = tuple(results[f"dst{i}"] for i in range(outputs))

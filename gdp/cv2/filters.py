@@ -111,14 +111,6 @@ def _linear(src, out_dtype, kernel_x, kernel_y, kernel_2d, anchor, delta, border
     return F.saturate(total, out)
 
 
-def _pad(x, top: int, bottom: int, left: int, right: int, border: int):
-    """gdp.ops.border.pad (constant 0) where the image's size is static, else the same slices
-    cut from the ends of each axis (a program for every size larger than the padding)."""
-    if x.shape[0] is not None and x.shape[1] is not None:
-        return B.pad(x, top, bottom, left, right, border)
-    return _pad_any_size(x, top, bottom, left, right, border)
-
-
 def _anchor(anchor, kw: int, kh: int) -> tuple[int, int]:
     return (anchor[0] if anchor[0] >= 0 else kw // 2, anchor[1] if anchor[1] >= 0 else kh // 2)
 
@@ -133,11 +125,11 @@ def _const_taps(padded, kernel: np.ndarray, axis: int):
     for t, weight in enumerate(kernel):
         if weight == 0:
             continue
-        view = _along(padded, axis, slice(t, t - (n - 1) if t < n - 1 else None))
+        view = B.along(padded, axis, slice(t, t - (n - 1) if t < n - 1 else None))
         term = view if weight == 1 else view * tf.constant(weight, padded.dtype)
         total = term if total is None else total + term
     if total is None:
-        total = tf.zeros_like(_along(padded, axis, slice(0, 1 - n if n > 1 else None)))
+        total = tf.zeros_like(B.along(padded, axis, slice(0, 1 - n if n > 1 else None)))
     return total
 
 
@@ -163,7 +155,7 @@ def _sep_filter(image, kernel_x: np.ndarray, kernel_y: np.ndarray, anchor, borde
     """gdp.ops.filters.sep_filter for an image of static or free size."""
     kx, ky = len(kernel_x), len(kernel_y)
     ax, ay = _anchor(anchor, kx, ky)
-    padded = _pad(image, ay, ky - 1 - ay, ax, kx - 1 - ax, border)
+    padded = B.pad(image, ay, ky - 1 - ay, ax, kx - 1 - ax, border)
     return _pass(_pass(padded, kernel_x, 1), kernel_y, 0)
 
 
@@ -195,7 +187,7 @@ def _filter_2d(image, kernel: np.ndarray, anchor, border: int):
     stencil."""
     kh, kw = kernel.shape
     ax, ay = _anchor(anchor, kw, kh)
-    padded = _pad(image, ay, kh - 1 - ay, ax, kw - 1 - ax, border)
+    padded = B.pad(image, ay, kh - 1 - ay, ax, kw - 1 - ax, border)
     if np.count_nonzero(kernel) <= kernels.LOOP_TAPS_2D or not _static(padded):
         return ops_image.correlate(padded, kernel, image.shape.rank == 3)
     factors = rank_one(kernel)
@@ -257,82 +249,11 @@ def GaussianBlur(
         "kx": tuple(kernels.gaussian_weights(kw, sigma_x, dtype)),
         "ky": tuple(kernels.gaussian_weights(kh, sigma_y, dtype)),
     }
-    # One program for every image size at least a kernel wide (`_pad_any_size`); smaller
+    # One program for every image size at least a kernel wide (gdp.ops.border.pad_any_size); smaller
     # images, whose borders reflect more than once, and kernels longer than LOOP_TAPS (their
     # loops need static sizes) get one program per size.
     free = _fits(src, kw, kh) and max(kw, kh) <= kernels.LOOP_TAPS
     return engine.call("GaussianBlur", _gaussian, [src], {"border": border}, dst, values, free)
-
-
-def _along(x, axis: int, part: slice):
-    index = [slice(None)] * x.shape.rank
-    index[axis] = part
-    return x[tuple(index)]
-
-
-def _pad_axis_any_size(x, axis: int, before: int, after: int, border: int):
-    """gdp.ops.border's padding of one axis, for an axis of any length L > before, after (its
-    static size may be unknown): the same slices, taken from the ends of the axis."""
-    import tensorflow as tf
-
-    if border == _cv2.BORDER_CONSTANT:  # the filters' constant border is 0
-
-        def edge(first):
-            # Zeros shaped like an edge line, from a comparison that is false for every value
-            # (NaN included): tf.zeros_like of a run-time shape becomes ConstantOfShape, which
-            # TVM's importer takes only for a static shape.
-            line = _along(x, axis, slice(0, 1) if first else slice(-1, None))
-            return tf.cast(tf.logical_and(line < 0, line > 0), x.dtype)
-
-        head = [edge(True)] * before
-        tail = [edge(False)] * after
-    elif border == _cv2.BORDER_REPLICATE:
-        head = [_along(x, axis, slice(0, 1))] * before
-        tail = [_along(x, axis, slice(-1, None))] * after
-    else:
-        # One row (column) at a time: a reversed slice of a run-time extent has no extent the
-        # shape-generic compile can prove, a one-wide slice from either end has.
-        def line(i: int):  # x[i], i < 0 counting from the end
-            return _along(x, axis, slice(i, i + 1 if i != -1 else None))
-
-        if border == _cv2.BORDER_REFLECT:  # x[k-1] .. x[0] | x | x[L-1] .. x[L-k]
-            head = [line(i) for i in range(before - 1, -1, -1)]
-            tail = [line(-1 - i) for i in range(after)]
-        else:  # BORDER_REFLECT_101: x[k] .. x[1] | x | x[L-2] .. x[L-1-k]
-            head = [line(i) for i in range(before, 0, -1)]
-            tail = [line(-2 - i) for i in range(after)]
-    pieces = [*head, x, *tail]
-    return pieces[0] if len(pieces) == 1 else tf.concat(pieces, axis=axis)
-
-
-def _pad_any_size(x, top: int, bottom: int, left: int, right: int, border: int):
-    """gdp.ops.border.pad for a filter's border (constant 0), on an image of any size larger
-    than the padding: gdp.ops.border needs static sizes.
-
-    BORDER_REFLECT_101 (OpenCV's default) and BORDER_CONSTANT are TF's own pads (ONNX Pad
-    reflect and constant): TVM computes them inside the stencil that reads them, where the
-    slices and concats below are kernels of their own that write the padded image out (2.5x
-    slower on a 1080p GaussianBlur). TF has no pad that replicates, and its SYMMETRIC
-    (BORDER_REFLECT) reaches ONNX as a scatter and compress graph: those two keep the slices.
-    So does an image computed inside a gdp.cv2.chain: TVM's importer converts Pad only where
-    its input's extents are known expressions, and after some ops (cvtColor's gray) they are
-    not; the slices take any."""
-    import tensorflow as tf
-
-    if border in (_cv2.BORDER_REFLECT_101, _cv2.BORDER_CONSTANT) and _from_graph_input(x):
-        pads = [[top, bottom], [left, right]] + [[0, 0]] * (x.shape.rank - 2)
-        mode = "REFLECT" if border == _cv2.BORDER_REFLECT_101 else "CONSTANT"
-        return tf.pad(x, pads, mode=mode)
-    rows = _pad_axis_any_size(x, 0, top, bottom, border)
-    return _pad_axis_any_size(rows, 1, left, right, border)
-
-
-def _from_graph_input(x) -> bool:
-    """Whether `x` is a graph's input, or a cast of one."""
-    op = x.op
-    while op.type in ("Cast", "Identity") and op.inputs:
-        op = op.inputs[0].op
-    return op.type == "Placeholder"
 
 
 def _weighted_taps(padded, weights, axis: int):
@@ -342,7 +263,7 @@ def _weighted_taps(padded, weights, axis: int):
     n = int(weights.shape[0])
     total = None
     for t in range(n):
-        view = _along(padded, axis, slice(t, t - (n - 1) if t < n - 1 else None))
+        view = B.along(padded, axis, slice(t, t - (n - 1) if t < n - 1 else None))
         term = view * weights[t]
         total = term if total is None else total + term
     return total
@@ -361,8 +282,7 @@ def _gaussian(image, border, kx, ky):
         work = image.dtype
     nx, ny = int(kx.shape[0]), int(ky.shape[0])
     ax, ay = nx // 2, ny // 2
-    pad = B.pad if image.shape[0] is not None else _pad_any_size
-    padded = pad(tf.cast(image, work), ay, ny - 1 - ay, ax, nx - 1 - ax, border)
+    padded = B.pad(tf.cast(image, work), ay, ny - 1 - ay, ax, nx - 1 - ax, border)
     if nx <= kernels.LOOP_TAPS or not _static(padded):
         rows = _weighted_taps(padded, tf.cast(kx, work), 1)
     else:  # a long kernel: a loop over its taps (static sizes)
@@ -673,7 +593,11 @@ def medianBlur(src, ksize, dst=None):
             "only ksize 3 and 5 on uint8, uint16 and float32 are accelerated"
         )
     # uint8: a bit-by-bit median (byte compares, cheaper); other dtypes: a sorting network.
-    return engine.call("medianBlur", _median, [src], {"ksize": int(ksize)}, dst)
+    # One program for every size larger than the kernel, except uint8 k5's counting form
+    # (a reduction over its 25 stacked taps that TVM 0.27 fails to build over run-time
+    # extents: "Binding of variable rmod ... conflicts"), which compiles per size.
+    free = _fits(src, ksize, ksize) and not (dtype == np.uint8 and ksize >= 5)
+    return engine.call("medianBlur", _median, [src], {"ksize": int(ksize)}, dst, free=free)
 
 
 def _median(image, ksize):
@@ -700,7 +624,7 @@ def _morph_params(func, kernel, anchor, iterations, borderType, borderValue):
         anchor=tuple(int(a) for a in anchor),
         iterations=max(int(iterations), 1),
         border=_border(func, borderType),
-        border_value=None if default else float(np.ravel(borderValue)[0]),
+        border_value=None if default else tuple(float(v) for v in np.ravel(borderValue)[:4]),
     )
 
 
@@ -709,7 +633,17 @@ def _morph_call(func, dilate, src, kernel, dst, anchor, iterations, borderType, 
     if not _takes(src):
         raise common.NotAccelerated(f"{src.dtype} is not accelerated")
     params = _morph_params(func, kernel, anchor, iterations, borderType, borderValue)
-    return engine.call(func, _morph, [src], dict(params, dilate=dilate), dst)
+    return engine.call(
+        func, _morph, [src], dict(params, dilate=dilate), dst, free=_morph_free(src, params)
+    )
+
+
+def _morph_free(src, params: dict) -> bool:
+    """Whether one program serves every size: an image larger than the kernel, and a kernel of
+    at most LOOP_TAPS_2D taps (the larger ones' loops need static sizes)."""
+    kernel = np.asarray(params["kernel"])
+    kh, kw = kernel.shape
+    return _fits(src, kw, kh) and np.count_nonzero(kernel) <= kernels.LOOP_TAPS_2D
 
 
 @common.accelerate("erode")
@@ -798,7 +732,8 @@ def morphologyEx(
     if op not in ops or not _takes(src):
         raise common.NotAccelerated(f"op {op} / {src.dtype} is not accelerated")
     params = _morph_params("morphologyEx", kernel, anchor, iterations, borderType, borderValue)
-    return engine.call("morphologyEx", _morph_ex, [src], dict(params, op=int(op)), dst)
+    free = _morph_free(src, params)
+    return engine.call("morphologyEx", _morph_ex, [src], dict(params, op=int(op)), dst, free=free)
 
 
 def _canny_prepare(image, l2, aperture, low, high):
@@ -857,8 +792,12 @@ def Canny(image, threshold1, threshold2, edges=None, apertureSize=3, L2gradient=
             f"{image.shape[0]}x{image.shape[1]} is more than the {hysteresis.MAX_PIXELS} pixels"
             " gdp's hysteresis kernel indexes"
         )
+    # One program for every gray image larger than the widest aperture; a colour image's
+    # program (a reduction over the channels' stacked gradients) fails to build over run-time
+    # extents in TVM 0.27, as medianBlur's k5 counting does: one per size.
+    free = image.ndim == 2 and _fits(image, 7, 7)
     candidates, strong = engine.run(
-        "Canny.prepare", _canny_prepare, [image], params, outputs=2, values=values
+        "Canny.prepare", _canny_prepare, [image], params, outputs=2, values=values, free=free
     )
     if (
         isinstance(edges, np.ndarray)

@@ -27,7 +27,7 @@ def import_onnx(model: onnx.ModelProto) -> tvm.IRModule:
     # (a pipe of results, gdp export's JSON): kept for the error instead.
     printed = io.StringIO()
     try:
-        with contextlib.redirect_stdout(printed):
+        with contextlib.redirect_stdout(printed), _pairwise_min_max_of_run_time_extents():
             mod = from_onnx(model, keep_params_in_input=False)
     except Exception as err:
         where = printed.getvalue().strip().splitlines()
@@ -40,6 +40,38 @@ def import_onnx(model: onnx.ModelProto) -> tvm.IRModule:
         # from a pass as its own error type.
         raise InputError(str(refused))
     return mod
+
+
+@contextlib.contextmanager
+def _pairwise_min_max_of_run_time_extents():
+    """While importing: ONNX Min, Max, Sum and Mean whose operands' run-time extents are
+    different expressions folded pairwise (the importer's own `_impl_dynamic`, which it uses
+    when a shape is unknown), instead of refused.
+
+    The importer stacks the operands of these ops, which needs one broadcast shape at import
+    time; two windows of a shape-generic stencil (x[0:-4] and x[4:], ONNX's end INT_MAX) have
+    extents that are equal but written differently until InboundSlices resolves them, and the
+    importer raised "Cannot broadcast symbolic dimensions" on every erosion, median and Canny
+    over a free size. The elementwise form is what ONNX defines and what PairwiseMinMax makes
+    of the stack afterwards anyway. Runs under gdp's process-wide compile lock."""
+    from tvm.relax.frontend.onnx import onnx_frontend
+
+    base = onnx_frontend.MultiInputBase
+    stacked = base.__dict__["_impl_v1"]
+
+    def impl_v1(cls, bb, inputs, attr, params):
+        try:
+            return stacked.__func__(cls, bb, inputs, attr, params)
+        except ValueError as err:
+            if "Cannot broadcast symbolic dimensions" not in str(err):
+                raise
+            return cls._impl_dynamic(bb, inputs)
+
+    base._impl_v1 = classmethod(impl_v1)
+    try:
+        yield
+    finally:
+        base._impl_v1 = stacked
 
 
 def check_importable(model: onnx.ModelProto) -> None:
@@ -711,14 +743,22 @@ class _CheckedIndexMutator(relax.PyExprMutator):
             return call
         data, indices = call.args[0], call.args[1]
         axes = _indexed_axes(call, name)
-        if axes is None or self._constant_inside(data, indices, axes):
+        if (
+            axes is None
+            or not isinstance(data.ty.shape, relax.ShapeExpr)
+            or self._constant_inside(data, indices, axes)
+        ):
             return call
         # The check reads the indices as the graph gave them: the importer's where(i < 0,
         # i + n, i) would make an index below -n look inside.
         raw = self._unnormalized(indices)
         source = self._source(raw)
         checker = self._checker(_INDEXED[name], data, raw, axes, source)
-        checked = self.builder_.emit(relax.call_tir(checker, relax.Tuple([raw, data]), raw.ty))
+        # The data's extents go to the check as scalars, not the data itself: a kernel that
+        # read the data (for its shape) would be a second consumer of it, which keeps the
+        # gather from fusing with the data's producer (a resize's passes ran as six kernels).
+        extents = [relax.prim_value(data.ty.shape.values[a]) for a in axes]
+        checked = self.builder_.emit(relax.call_tir(checker, relax.Tuple([raw, *extents]), raw.ty))
         return relax.Call(call.op, [data, checked, *call.args[2:]], call.attrs)
 
     def _binding(self, expr: relax.Expr) -> relax.Expr:
@@ -774,9 +814,9 @@ class _CheckedIndexMutator(relax.PyExprMutator):
 
     def _checker(self, op: str, data, indices, axes: list[int], source) -> tvm.ir.GlobalVar:
         # The data's whole type: a static extent is part of the kernel's signature.
-        key = (op, str(indices.ty), str(data.ty), tuple(axes), source)
+        key = (op, str(indices.ty), tuple(axes), source)
         if key not in self.checkers:
-            func = _index_check(op, indices.ty, data.ty, axes, source)
+            func = _index_check(op, indices.ty, len(axes), axes, source)
             self.checkers[key] = self.builder_.add_func(func, "gdp_check_indices")
         return self.checkers[key]
 
@@ -804,11 +844,12 @@ def _indexed_axes(call: relax.Call, name: str) -> list[int] | None:
     return [start + j for j in range(int(shape.values[-1]))]
 
 
-def _index_check(op: str, indices_ty, data_ty, axes: list[int], source) -> tvm.tirx.PrimFunc:
-    """The PrimFunc (indices, data) -> checked: an IndexError where an index lies outside [-n, n)
-    of the data axis it addresses (n its extent), else each index as its non-negative equal.
-    Serial loops under the root block and no block of their own: no schedule touches it (an
-    assertion in a parallel or vector loop would not stop the kernel cleanly)."""
+def _index_check(op: str, indices_ty, count: int, axes: list[int], source) -> tvm.tirx.PrimFunc:
+    """The PrimFunc (indices, n_0 .. n_count-1, checked): an IndexError where an index lies
+    outside [-n, n) of the data axis it addresses (n its extent, the scalars given in the order
+    of `axes`), else each index as its non-negative equal. Serial loops under the root block
+    and no block of their own: no schedule touches it (an assertion in a parallel or vector
+    loop would not stop the kernel cleanly)."""
     from tvm import s_tir, tirx
 
     def extents(ty, prefix):
@@ -818,15 +859,15 @@ def _index_check(op: str, indices_ty, data_ty, axes: list[int], source) -> tvm.t
         ]
 
     dtype = str(indices_ty.dtype.dtype)
-    shape, data_shape = extents(indices_ty, "i"), extents(data_ty, "d")
+    shape = extents(indices_ty, "i")
+    data_extents = [tirx.Var(f"n{j}", "int64") for j in range(count)]
     index = tirx.decl_buffer(shape, dtype, "indices")
-    data = tirx.decl_buffer(data_shape, str(data_ty.dtype.dtype), "data")
     checked = tirx.decl_buffer(shape, dtype, "checked")
     loops = [tirx.Var(f"k{k}", "int64") for k in range(len(shape))]
     value = tirx.BufferLoad(index, loops)
-    n = tirx.Cast(dtype, data_shape[axes[-1]])
-    for j in reversed(range(len(axes) - 1)):  # gather_nd: the slot's axis
-        n = tirx.Select(loops[-1] == j, tirx.Cast(dtype, data_shape[axes[j]]), n)
+    n = tirx.Cast(dtype, data_extents[-1])
+    for j in reversed(range(count - 1)):  # gather_nd: the slot's axis
+        n = tirx.Select(loops[-1] == j, tirx.Cast(dtype, data_extents[j]), n)
     unsigned = dtype.startswith("uint")
     inside = value < n if unsigned else tirx.all(-n <= value, value < n)
     named = f" (input {source!r})" if source else ""
@@ -852,7 +893,7 @@ def _index_check(op: str, indices_ty, data_ty, axes: list[int], source) -> tvm.t
             var, tirx.const(0, "int64"), tirx.Cast("int64", extent), tirx.ForKind.SERIAL, body
         )
     root = s_tir.SBlockRealize([], True, s_tir.SBlock([], [], [], "root", body))
-    func = tirx.PrimFunc([index, data, checked], root)
+    func = tirx.PrimFunc([index, *data_extents, checked], root)
     return func.with_attrs({"tirx.noalias": True, "op_pattern": _OPAQUE})
 
 

@@ -1,0 +1,141 @@
+"""Functions whose gdp.cv2 program used to be compiled per image size now serve every size from
+one program (issue 19): resize (its interpolation tables run-time inputs), erode, dilate,
+morphologyEx, medianBlur and Canny on gray images (borders padded for any size). Each size is
+checked against OpenCV; the sizes are random, so that they move the generic kernels' strip and
+vector boundaries. A size called often still gets a program of its own (resize)."""
+
+import threading
+
+import cv2 as real
+import numpy as np
+import pytest
+
+import gdp.cv2 as cv2
+from gdp.cv2 import engine
+
+
+def _sizes(count: int, seed: int, low: int = 20, high: int = 260) -> list[tuple[int, int]]:
+    rng = np.random.default_rng(seed)
+    return [(int(h), int(w)) for h, w in rng.integers(low, high, (count, 2))]
+
+
+def _photo(h: int, w: int, channels: int = 3) -> np.ndarray:
+    import skimage.data
+
+    photo = real.resize(skimage.data.astronaut()[:, :, ::-1], (w, h), interpolation=real.INTER_AREA)
+    return np.ascontiguousarray(photo if channels == 3 else photo[:, :, 1])
+
+
+def _compilations(calls) -> int:
+    before = cv2.cache_info().compilations
+    calls()
+    return cv2.cache_info().compilations - before
+
+
+# (name, call, largest difference from OpenCV): uint8 linear and cubic differ by 1 where OpenCV's
+# vector code rounds its vertical sum in 16 bits (see test_resize.py).
+RESIZES = [
+    ("linear to 224x224", lambda m, x: m.resize(x, (224, 224)), 1),
+    ("linear by fx, fy", lambda m, x: m.resize(x, None, fx=0.37, fy=0.41), 1),
+    ("nearest to 61x97", lambda m, x: m.resize(x, (61, 97), interpolation=m.INTER_NEAREST), 0),
+    ("cubic to 150x100", lambda m, x: m.resize(x, (150, 100), interpolation=m.INTER_CUBIC), 1),
+]
+
+
+@pytest.mark.parametrize("name,call,tolerance", RESIZES, ids=[r[0] for r in RESIZES])
+def test_one_resize_program_serves_every_size(name, call, tolerance):
+    cv2.clear_cache()
+    # Shrinking sizes only: a size's pass order (vertical first or not) is part of the program.
+    images = [_photo(h, w) for h, w in _sizes(12, seed=len(name), low=230, high=420)]
+
+    def run():
+        for image in images:
+            got, want = call(cv2, image), call(real, image)
+            assert got.shape == want.shape and got.dtype == want.dtype
+            diff = np.abs(got.astype(np.int32) - want.astype(np.int32)).max()
+            assert diff <= tolerance, (image.shape, diff)
+
+    assert _compilations(run) == 1
+
+
+def test_resize_gray_area_and_float_over_sizes():
+    cv2.clear_cache()
+    for h, w in _sizes(4, seed=3, low=300, high=400):
+        gray = _photo(h, w, 1)
+        np.testing.assert_array_equal(
+            cv2.resize(gray, (64, 48), interpolation=cv2.INTER_AREA),
+            real.resize(gray, (64, 48), interpolation=real.INTER_AREA),
+        )
+        image = _photo(h, w).astype(np.float32) / 255
+        np.testing.assert_allclose(
+            cv2.resize(image, (100, 80)), real.resize(image, (100, 80)), rtol=0, atol=1e-5
+        )
+
+
+def test_a_size_called_often_gets_its_own_program(monkeypatch):
+    cv2.clear_cache()
+    monkeypatch.setattr(engine, "SIZED_AFTER", 3)
+    image = _photo(333, 517)
+    want = real.resize(image, (224, 224))
+    for _ in range(3):
+        np.testing.assert_array_equal(np.abs(cv2.resize(image, (224, 224)) - want) <= 1, True)
+    for thread in threading.enumerate():
+        if thread.name == "gdp-cv2-sized":
+            thread.join()
+    assert len(engine._sized) == 1
+    sized = next(iter(engine._sized.values()))
+    assert sized.report()["shapes_mode"] == "static"
+    assert [tuple(shape) for shape in sized.report()["shapes"][0].values()] == [(333, 517 * 3)]
+    # The sized program serves the size now, with OpenCV's result as before.
+    got = cv2.resize(image, (224, 224))
+    assert np.abs(got.astype(int) - want).max() <= 1
+    other = _photo(300, 400)
+    np.testing.assert_array_equal(
+        np.abs(cv2.resize(other, (224, 224)).astype(int) - real.resize(other, (224, 224))) <= 1,
+        True,
+    )
+
+
+ELLIPSE = real.getStructuringElement(real.MORPH_ELLIPSE, (5, 5))
+CROSS = real.getStructuringElement(real.MORPH_CROSS, (3, 7))
+FILTERS = [
+    ("erode ellipse", lambda m, x: m.erode(x, ELLIPSE)),
+    ("dilate cross twice", lambda m, x: m.dilate(x, CROSS, iterations=2)),
+    ("erode anchored", lambda m, x: m.erode(x, CROSS, anchor=(0, 5))),
+    ("erode replicate", lambda m, x: m.erode(x, ELLIPSE, borderType=m.BORDER_REPLICATE)),
+    ("gradient", lambda m, x: m.morphologyEx(x, m.MORPH_GRADIENT, ELLIPSE)),
+    ("tophat reflect", lambda m, x: m.morphologyEx(x, m.MORPH_TOPHAT, CROSS, borderType=4)),
+    ("median 3 uint16", lambda m, x: m.medianBlur(x.astype(np.uint16) * 257, 3)),
+    ("canny gray", lambda m, x: m.Canny(x[:, :, 1].copy(), 50, 150)),
+    (
+        "canny 5 L2",
+        lambda m, x: m.Canny(x[:, :, 2].copy(), 100, 400, apertureSize=5, L2gradient=True),
+    ),
+]
+
+
+@pytest.mark.parametrize("name,call", FILTERS, ids=[f[0] for f in FILTERS])
+def test_one_filter_program_serves_every_size(name, call):
+    cv2.clear_cache()
+    images = [_photo(h, w) for h, w in _sizes(6, seed=len(name))]
+
+    def run():
+        for image in images:
+            np.testing.assert_array_equal(call(cv2, image), call(real, image))
+
+    assert _compilations(run) == 1
+
+
+@pytest.mark.parametrize(
+    "value", [250, (10, 20, 30), (7,)], ids=["scalar", "per channel", "one of four"]
+)
+def test_morphology_border_value_is_opencvs_scalar(value):
+    # OpenCV reads borderValue as a Scalar: a number v is (v, 0, 0, 0), so a colour image's
+    # other channels take 0 at the border. gdp gave every channel v (a silent wrong answer).
+    image = _photo(41, 57)
+    for func in ("erode", "dilate"):
+        got = getattr(cv2, func)(image, ELLIPSE, borderType=real.BORDER_CONSTANT, borderValue=value)
+        want = getattr(real, func)(
+            image, ELLIPSE, borderType=real.BORDER_CONSTANT, borderValue=value
+        )
+        np.testing.assert_array_equal(got, want)
