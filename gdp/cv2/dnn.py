@@ -6,7 +6,7 @@ from __future__ import annotations
 import cv2 as _cv2
 import numpy as np
 
-from gdp.cv2 import common, engine
+from gdp.cv2 import common, engine, geometry
 
 ops_geometry = common.LazyModule("gdp.ops.geometry")
 
@@ -42,8 +42,9 @@ def _blob(*images, size, crop, swap_rb, float_out, mean=None, scale=None):
             channels = int(x.shape[2])
             m = tf.cast(tf.convert_to_tensor(mean, tf.float64)[:channels], tf.float32)
             x = (x - m) * tf.cast(tf.cast(scale, tf.float64), tf.float32)
-        if swap_rb:
-            x = tf.concat([x[:, :, 2::-1], x[:, :, 3:]], axis=2)
+        if swap_rb:  # BGR(A) -> RGB(A); no empty slice of a 3-channel image (a 0-extent loop)
+            rgb = x[:, :, 2::-1]
+            x = tf.concat([rgb, x[:, :, 3:]], axis=2) if int(x.shape[2]) > 3 else rgb
         planes.append(tf.transpose(x, [2, 0, 1]))
     return tf.stack(planes)
 
@@ -77,11 +78,110 @@ def _blob_call(func, images, scalefactor, size, mean, swapRB, crop, ddepth):
     float_out = ddepth == _cv2.CV_32F
     params = dict(size=wanted, crop=bool(crop), swap_rb=bool(swapRB), float_out=float_out)
     # The mean and the scale are run-time inputs; the output size, crop and channel order are
-    # structural, and so is the source size (the resize's tables follow from it).
+    # structural. So is the source size in the program below, where the resize's tables are
+    # constants; `_any_size` gives the program for every source size, its tables run-time
+    # inputs, which serves a size until it is called often enough to get its own.
     values = {"mean": tuple(mean4[:4]), "scale": float(scalefactor)} if float_out else {}
     if engine.is_graph_call(*images):
         return _blob(*images, **params, **values)
-    return engine.run(f"dnn.{func}", _blob, images, params, values=values)
+    sized = engine.sized_program(f"dnn.{func}", _blob, images, params, values=values)
+    if sized is None:
+        tables = _tables(first, wanted, bool(crop))
+        if tables is not None:
+            return _any_size(func, images, params, values, *tables)
+        sized = engine.program(f"dnn.{func}", _blob, images, params, values=values)
+    return engine.execute(sized, images, values=values)
+
+
+def _tables(image: np.ndarray, size, crop: bool):
+    """(structure, tables) of the resize inside a blob of `image`'s size, the crop cut out of
+    the tables; None where the blob has no resize, or a crop with no pass to cut."""
+    h, w = image.shape[:2]
+    channels = 1 if image.ndim == 2 else image.shape[2]
+    if size is None or (w, h) == size:
+        return None
+    if crop:
+        factor = float(np.float32(max(size[0] / np.float32(w), size[1] / np.float32(h))))
+        rw, rh = int(round(w * factor)), int(round(h * factor))
+        structure, tables = geometry._plan(
+            h,
+            w,
+            channels,
+            rw,
+            rh,
+            1.0 / factor,
+            1.0 / factor,
+            geometry.INTER_LINEAR,
+            image.dtype.name,
+        )
+        if len(structure["passes"]) < 2:
+            return None
+        left, top = int(0.5 * (rw - size[0])), int(0.5 * (rh - size[1]))
+        cut = {
+            "pass0": slice(top, top + size[1]),
+            "pass1": slice(left * channels, (left + size[0]) * channels),
+        }
+        return structure, {n: np.ascontiguousarray(t[cut[n]]) for n, t in tables.items()}
+    return geometry._plan(
+        h,
+        w,
+        channels,
+        size[0],
+        size[1],
+        w / size[0],
+        h / size[1],
+        geometry.INTER_LINEAR,
+        image.dtype.name,
+    )
+
+
+def _any_size(func, images, params, values, structure, tables):
+    names = tuple(sorted(tables))
+    flats = [im.reshape(im.shape[0], -1) for im in images]
+    channels = 1 if images[0].ndim == 2 else images[0].shape[2]
+    program = engine.program(
+        f"dnn.{func}.any_size",
+        _blob_by_plan,
+        [*flats, *(tables[n] for n in names)],
+        dict(params, structure=structure, names=names, channels=channels, count=len(images)),
+        values=values,
+        free=len(images),
+        specialize="never",  # the per-size program is the specialisation
+    )
+    return engine.execute(program, [*flats, *(tables[n] for n in names)], values=values)
+
+
+def _blob_by_plan(
+    *arrays,
+    structure,
+    names,
+    channels,
+    count,
+    size,
+    crop,
+    swap_rb,
+    float_out,
+    mean=None,
+    scale=None,
+):
+    """_blob of (H, W*channels) images of any size, resized by the plan's tables (run-time
+    inputs: the crop is cut out of them)."""
+    import tensorflow as tf
+
+    tables = dict(zip(names, arrays[count:], strict=True))
+    resized = [
+        tf.reshape(ops_geometry.resize_by_plan(x, structure, tables), [size[1], size[0], channels])
+        for x in arrays[:count]
+    ]
+    return _blob(
+        *resized,
+        size=None,
+        crop=False,
+        swap_rb=swap_rb,
+        float_out=float_out,
+        mean=mean,
+        scale=scale,
+    )
 
 
 @common.accelerate("dnn.blobFromImage")

@@ -139,3 +139,31 @@ def test_morphology_border_value_is_opencvs_scalar(value):
             image, ELLIPSE, borderType=real.BORDER_CONSTANT, borderValue=value
         )
         np.testing.assert_array_equal(got, want)
+
+
+# (name, call, scale): uint8 blobs differ from OpenCV's by 1 LSB of the resize, times the scale.
+BLOBS = [
+    ("224 RGB", lambda m, x: m.dnn.blobFromImage(x, 1 / 255, (224, 224), swapRB=True), 1 / 255),
+    (
+        "crop with mean",
+        lambda m, x: m.dnn.blobFromImage(
+            x, 1 / 127.5, (300, 200), mean=(127, 120, 110), swapRB=True, crop=True
+        ),
+        1 / 127.5,
+    ),
+    ("two images", lambda m, x: m.dnn.blobFromImages([x, x[::-1].copy()], 1.0, (128, 96)), 1),
+]
+
+
+@pytest.mark.parametrize("name,call,scale", BLOBS, ids=[b[0] for b in BLOBS])
+def test_one_blob_program_serves_every_size(name, call, scale):
+    cv2.clear_cache()
+    images = [_photo(h, w) for h, w in _sizes(5, seed=len(name), low=310, high=480)]
+
+    def run():
+        for image in images:
+            got, want = call(cv2, image), call(real, image)
+            assert got.shape == want.shape and got.dtype == want.dtype
+            assert np.abs(got - want).max() <= scale * 1.0001, image.shape
+
+    assert _compilations(run) == 1
