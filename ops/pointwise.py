@@ -87,8 +87,7 @@ def otsu_threshold(image: tf.Tensor) -> tf.Tensor:
     sequential recurrence whose rounding can differ in the last bits, which only matters where
     two splits have the same variance (empty histogram bins between the classes)."""
     hist = tf.cast(histogram_u8(image), tf.float64)
-    total = int(np.prod(image.shape))
-    scale = 1.0 / total
+    scale = 1.0 / tf.reduce_sum(hist)  # the pixel count, for an image of any size
     levels = tf.range(256, dtype=tf.float64)
     mu = tf.reduce_sum(hist * levels) * scale
     q1 = _cumsum256(hist) * scale
@@ -246,7 +245,7 @@ def equalize_hist(image: tf.Tensor) -> tf.Tensor:
     """cv2.equalizeHist (uint8, one channel): OpenCV's LUT from the histogram, with its float32
     scale 255/(N - h[first]) and round half to even."""
     hist = histogram_u8(image)
-    total = int(np.prod(image.shape))
+    total = tf.reduce_sum(hist)  # the pixel count, for an image of any size
     index = tf.range(256, dtype=tf.int32)
     first = tf.reduce_min(tf.where(hist > 0, index, 256))
     h_first = tf.gather(hist, first)

@@ -78,10 +78,10 @@ def threshold(src, thresh, maxval, type, dst=None):
             raise common.NotAccelerated("THRESH_OTSU with THRESH_TRUNC is not accelerated")
         if graph:
             return _threshold_otsu(src, kind, m)
-        # Otsu's histogram is normalised by the pixel count of the traced shape (gdp.ops):
-        # one program per size; maxval is a run-time input.
+        # One program for every size (the histogram normalised by its own sum, the pixel
+        # count); maxval is a run-time input.
         value, out = engine.run(
-            "threshold.otsu", _threshold_otsu, [src], {"kind": kind}, 2, {"maxval": m}
+            "threshold.otsu", _threshold_otsu, [src], {"kind": kind}, 2, {"maxval": m}, True
         )
         return float(value), common.finish(out, dst)
     values = {"thresh": t, "maxval": m}
@@ -418,4 +418,4 @@ def equalizeHist(src, dst=None):
     src, graph = _src("equalizeHist", src)
     if _dtype(src) != "uint8" or common.channels(src) != 1:
         raise common.error("equalizeHist", "_src.type() == CV_8UC1")
-    return engine.call("equalizeHist", _equalize_hist, [src], {}, dst)
+    return engine.call("equalizeHist", _equalize_hist, [src], {}, dst, free=True)

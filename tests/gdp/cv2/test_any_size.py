@@ -1,6 +1,7 @@
 """Functions whose gdp.cv2 program used to be compiled per image size now serve every size from
-one program (issue 19): resize (its interpolation tables run-time inputs), erode, dilate,
-morphologyEx, medianBlur and Canny on gray images (borders padded for any size). Each size is
+one program (issue 19): resize and dnn.blobFromImage (the interpolation tables run-time inputs),
+erode, dilate, morphologyEx, medianBlur, Canny on gray images and copyMakeBorder (borders padded
+for any size), equalizeHist and Otsu (normalised by the histogram's own sum). Each size is
 checked against OpenCV; the sizes are random, so that they move the generic kernels' strip and
 vector boundaries. A size called often still gets a program of its own (resize)."""
 
@@ -165,5 +166,32 @@ def test_one_blob_program_serves_every_size(name, call, scale):
             got, want = call(cv2, image), call(real, image)
             assert got.shape == want.shape and got.dtype == want.dtype
             assert np.abs(got - want).max() <= scale * 1.0001, image.shape
+
+    assert _compilations(run) == 1
+
+
+OTHERS = [
+    ("copyMakeBorder reflect", lambda m, x: m.copyMakeBorder(x, 3, 4, 5, 6, m.BORDER_REFLECT)),
+    (
+        "copyMakeBorder constant",
+        lambda m, x: m.copyMakeBorder(x, 2, 0, 7, 1, m.BORDER_CONSTANT, value=(9, 8, 7)),
+    ),
+    ("equalizeHist", lambda m, x: m.equalizeHist(x[:, :, 0].copy())),
+    ("Otsu", lambda m, x: m.threshold(x[:, :, 2].copy(), 0, 200, m.THRESH_BINARY | m.THRESH_OTSU)),
+]
+
+
+@pytest.mark.parametrize("name,call", OTHERS, ids=[o[0] for o in OTHERS])
+def test_one_program_of_the_others_serves_every_size(name, call):
+    cv2.clear_cache()
+    images = [_photo(h, w) for h, w in _sizes(6, seed=len(name))]
+
+    def run():
+        for image in images:
+            got, want = call(cv2, image), call(real, image)
+            if isinstance(want, tuple):  # threshold: (retval, dst)
+                assert got[0] == want[0]
+                got, want = got[1], want[1]
+            np.testing.assert_array_equal(got, want)
 
     assert _compilations(run) == 1
