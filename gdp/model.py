@@ -865,6 +865,37 @@ class _Run:
         return out
 
 
+def _direct_stack(run: _BatchRun) -> dict[str, np.ndarray] | None:
+    """A batch on one executable that runs as one kernel (TvmExecutable.direct), each entry
+    written straight into its row of the stacks (the caller's buffers, or new arrays): no
+    per-image output, no copy. None where that does not apply (a profile, several executables,
+    outputs of different shapes, a buffer that does not fit): the general way then runs, and
+    says what was wrong."""
+    executable = run.specs[0].executable
+    shapes_of = getattr(executable, "output_shapes", None)
+    if (
+        run.profile is not None
+        or shapes_of is None
+        or any(s is not run.specs[0] for s in run.specs)
+    ):
+        return None
+    first = shapes_of(run.entries[0])
+    if first is None or any(shapes_of(e) != first for e in run.entries[1:]):
+        return None
+    order = [s.name for s in run.specs[0].outputs]
+    stacks = {}
+    for name, (dtype, shape) in zip(order, first, strict=True):
+        buf = run.buffers.get(name)
+        if buf is None:
+            buf = np.empty((len(run.entries), *shape), dtype)
+        elif buf.shape[1:] != shape or buf.dtype != dtype:
+            return None
+        stacks[name] = buf
+    into = [[stacks[name][n] for name in order] for n in range(len(run.entries))]
+    executable.run_many(run.entries, None, into)
+    return {name: stacks[name] for name in run.names}
+
+
 def _stacked_shapes(names: list[str], specs) -> dict[str, tuple[int | None, ...] | None]:
     """Each output's shape as the batch's executables declare it (None for a dimension they leave
     free, or for the whole shape where they disagree on the rank)."""
@@ -884,13 +915,19 @@ def _stacked_shapes(names: list[str], specs) -> dict[str, tuple[int | None, ...]
 class _BatchRun:
     """One queued ragged batch: every entry run on its executable (one backend call per
     executable, which loops over the entries), the outputs checked to stack, then stacked into
-    the caller's buffers or new arrays. Nothing is written before every run succeeded."""
+    the caller's buffers or new arrays. Nothing is written before every run succeeded, except
+    on the direct way (_direct_stack), where each kernel writes its row in place once every
+    entry's inputs are bound: what could refuse a run (dtypes, shapes, the sizes an executable
+    serves, binding) is checked before the first kernel, which checks nothing more."""
 
     def __init__(self, names, specs, entries, declared, buffers, profile) -> None:
         self.names, self.specs, self.entries = names, specs, entries
         self.declared, self.buffers, self.profile = declared, buffers, profile
 
     def __call__(self) -> dict[str, np.ndarray]:
+        stacked = _direct_stack(self)
+        if stacked is not None:
+            return stacked
         count = len(self.entries)
         # results[n][k]: image n's output k (in self.names' order).
         results: list[list[np.ndarray]] = [[]] * count

@@ -136,7 +136,7 @@ class TvmBackend(Backend):
         cost = CostModel(profile.fusion_alpha, profile.fusion_beta) if profile else CostModel()
         try:
             try:
-                lowered, report = lowering.lower(
+                lowered, report, direct = lowering.lower(
                     mod, target, self.pipeline, self.schedules, mode, cost, self.finish
                 )
             except Exception as err:
@@ -144,7 +144,7 @@ class TvmBackend(Backend):
                     raise
                 # gdp's plan with run-time extents can group kernels FuseTIR then refuses
                 # (RenewDefs: a tir variable defined twice): TVM's FuseOps, said in the report.
-                lowered, report = lowering.lower(
+                lowered, report, direct = lowering.lower(
                     mod, target, self.pipeline, self.schedules, "tvm", cost, self.finish
                 )
                 report["gdp_plan_failed"] = str(err).strip().splitlines()[-1][:300]
@@ -162,12 +162,14 @@ class TvmBackend(Backend):
             "kernels": kernels,
             "fusion": report,
             "min_extents": min_extents,
+            "direct": direct,
         }
 
     def load(self, artifact_dir: Path, meta: dict) -> Executable:
         self.prepare_load()
         loaded = TvmExecutable(tvm.runtime.load_module(str(artifact_dir / LIBRARY)), self.device())
         loaded.min_extents = tuple(tuple(m) for m in meta.get("min_extents", ()))
+        loaded.set_direct(meta.get("direct"))
         return loaded
 
 

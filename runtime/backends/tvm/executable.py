@@ -34,6 +34,56 @@ class TvmExecutable(Executable):
         self._staging: dict[int, tvm.runtime.Tensor] = {}
         self._main = None  # the VM's main, looked up on the first run
 
+    # The program as one kernel call (lowering.direct_call), where it is one and computes in
+    # host memory: run without the VM, its outputs allocated here or given by the caller.
+    direct: dict | None = None
+    _kernel = None
+
+    def set_direct(self, spec: dict | None) -> None:
+        if spec is None or not self.zero_copy_inputs:
+            return
+        kernel = self.library.get_function(spec["kernel"], True)
+        if kernel is not None:
+            self.direct, self._kernel = spec, kernel
+
+    def output_shapes(self, inputs: list[np.ndarray]) -> list[tuple[np.dtype, tuple]] | None:
+        """The direct kernel's outputs for these inputs: (dtype, shape) each; None without one."""
+        if self.direct is None:
+            return None
+        return [
+            (
+                np.dtype(dtype),
+                tuple(d if isinstance(d, int) else inputs[d[0]].shape[d[1]] for d in dims),
+            )
+            for dtype, dims in self.direct["outputs"]
+        ]
+
+    def _run_direct(self, bound: list, outputs: list[np.ndarray]) -> list[np.ndarray]:
+        """The direct kernel on bound inputs (in the kernel's order), writing `outputs`."""
+        if any(o.size == 0 for o in outputs):
+            # Nothing to write (an empty slice of a short image): TVM refuses numpy's strides
+            # of an empty array as not compact, where the VM's own empty tensor passed.
+            return outputs
+        self._kernel(
+            *bound,
+            *(
+                tvm_ffi.from_dlpack(o, require_alignment=o.dtype.itemsize, require_contiguous=True)
+                for o in outputs
+            ),
+        )
+        return outputs
+
+    def _bind_direct(self, inputs: list[np.ndarray], staged: bool = True) -> list:
+        """The kernel's inputs: `_to_device`'s, or (not `staged`: several bound at once, where
+        one staging tensor per input would be refilled) an aligned copy of an array it would
+        stage."""
+        if staged:
+            return [self._to_device(i, inputs[i]) for i in self.direct["args"]]
+        return [
+            self._to_device(i, np.require(inputs[i], requirements=["C", "A", "W"]))
+            for i in self.direct["args"]
+        ]
+
     def _to_device(self, index: int, array: np.ndarray) -> tvm.runtime.Tensor:
         """Hand `array` to the VM: zero-copy in host memory when it is element-aligned (the
         alignment the cpu kernels are compiled to assume) and numpy can export it, else a copy
@@ -114,6 +164,9 @@ class TvmExecutable(Executable):
         copied only where it shares memory with an input (a program that returns its input, or
         a staging tensor the next run refills)."""
         thread_pool.before_run()
+        if self.direct is not None:
+            outputs = [np.empty(shape, dtype) for dtype, shape in self.output_shapes(inputs)]
+            return self._run_direct(self._bind_direct(inputs), outputs)
         main = self._main
         if main is None:
             main = self._main = self.vm["main"]
@@ -129,14 +182,29 @@ class TvmExecutable(Executable):
         ]
 
     def run_many(
-        self, batch: list[list[np.ndarray]], profile: Profile | None = None
+        self,
+        batch: list[list[np.ndarray]],
+        profile: Profile | None = None,
+        into: list[list[np.ndarray]] | None = None,
     ) -> list[list[np.ndarray]]:
         """One VM call per entry, the VM function looked up once. What remains per run is the
         input's DLPack view, the VM's call (its builtins: shape checks, allocation from its pool)
-        and the outputs' views; the outputs are the VM's tensors, kept alive by their arrays."""
+        and the outputs' views; the outputs are the VM's tensors, kept alive by their arrays.
+
+        A direct kernel runs without the VM, into each entry's arrays of `into` where given (a
+        batch's rows: output_shapes says what they must be): every entry's inputs are bound
+        before the first kernel runs, so a refusal there writes nothing."""
         if profile is not None:
             return [self.run(inputs, profile) for inputs in batch]
         thread_pool.before_run()
+        if self.direct is not None:
+            bound = [self._bind_direct(inputs, staged=False) for inputs in batch]
+            if into is None:
+                into = [
+                    [np.empty(shape, dtype) for dtype, shape in self.output_shapes(inputs)]
+                    for inputs in batch
+                ]
+            return [self._run_direct(b, o) for b, o in zip(bound, into, strict=True)]
         main = self.vm["main"]
         tensor_type = tvm.runtime.Tensor
         staging = self._staging

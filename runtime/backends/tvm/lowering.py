@@ -27,10 +27,11 @@ def lower(
     fusion: str,
     cost: CostModel,
     finish: Callable[[tvm.IRModule], tvm.IRModule],
-) -> tuple[tvm.IRModule, dict]:
+) -> tuple[tvm.IRModule, dict, dict | None]:
     """`mod` lowered for `target` and scheduled by `schedules`, ready for tvm.compile with no
-    Relax pipeline of its own, and the fusion report. `finish` runs last on the scheduled module
-    (the cpu relaxes its kernels' parameter alignment there)."""
+    Relax pipeline of its own, the fusion report, and the program's `direct_call` (None where it
+    is more than one kernel). `finish` runs last on the scheduled module (the cpu relaxes its
+    kernels' parameter alignment there)."""
     with target:
         legalize = [
             p for p in pipeline.legalize_passes(target) if p.info.name not in _FUSION_PASSES
@@ -38,7 +39,89 @@ def lower(
         mod = tvm.transform.Sequential(pipeline.library_dispatch_passes(target) + legalize)(mod)
         mod, report = fuse(mod, fusion, cost, schedules)
         mod = relax.transform.FuseTIR()(mod)
+        direct = direct_call(mod)
         rest = pipeline.dataflow_lower_passes(target) + pipeline.finalize_passes(target)
         mod = tvm.transform.Sequential(rest)(mod)
     mod = schedules.schedule(mod, target)
-    return finish(mod), report
+    return finish(mod), report, direct
+
+
+def direct_call(mod: tvm.IRModule) -> dict | None:
+    """How to run a program that is one kernel without the Relax VM: {"kernel": its symbol,
+    "args": the graph inputs' indices in the kernel's order, "outputs": [[dtype, [dim, ...]],
+    ...]}, each dim an extent or [input index, axis] (an input's free dimension). None where
+    `main` is more than one call of one kernel on its inputs (constants, shape computations,
+    index checks, several kernels), or an output's extent is an expression.
+
+    The VM runs such a program as shape checks, an allocation from its pool and the call; the
+    kernel alone checks the shapes too, and can write into a caller's buffer (a batch's row)."""
+    main = mod["main"]
+    params = list(main.params)
+    body = main.body
+    if not isinstance(body, relax.SeqExpr) or len(body.blocks) != 1:
+        return None
+    bindings = list(body.blocks[0].bindings)
+    if not bindings or not isinstance(bindings[0], relax.VarBinding):
+        return None
+    call = bindings[0].value
+    if not (
+        isinstance(call, relax.Call)
+        and getattr(call.op, "name", "") == "relax.call_tir"
+        and isinstance(call.args[0], tvm.ir.GlobalVar)
+        and len(call.args) == 2
+        and isinstance(call.args[1], relax.Tuple)
+    ):
+        return None
+    args = list(call.args[1].fields)
+    if not all(any(a.same_as(p) for p in params) for a in args):
+        return None
+    indices = [next(i for i, p in enumerate(params) if a.same_as(p)) for a in args]
+    called = bindings[0].var
+    # The outputs: the call's result, or a tuple of its fields in order.
+    rest = bindings[1:]
+    fields = {}
+    for b in rest:
+        value = b.value
+        if not (isinstance(b, relax.VarBinding) and isinstance(value, relax.TupleGetItem)):
+            return None
+        if not value.tuple_value.same_as(called):
+            return None
+        fields[b.var] = value.index
+    result = body.body
+    if isinstance(result, relax.Tuple):
+        order = [fields.get(f) for f in result.fields]
+        if order != list(range(len(order))):
+            return None
+        types = list(called.ty.fields)
+    elif result.same_as(called) and not fields:
+        types = [called.ty]
+    else:
+        return None
+    outputs = []
+    for ty in types:
+        if not isinstance(ty, relax.TensorType) or not isinstance(ty.shape, relax.ShapeExpr):
+            return None
+        dims = []
+        for d in ty.shape.values:
+            dim = int(d) if isinstance(d, tvm.tirx.IntImm) else _input_axis(d, params)
+            if dim is None:
+                return None
+            dims.append(dim)
+        outputs.append([str(ty.dtype.dtype), dims])
+    kernel = mod[call.args[0]]
+    symbol = kernel.attrs.get("global_symbol") if kernel.attrs is not None else None
+    return {"kernel": str(symbol or call.args[0].name_hint), "args": indices, "outputs": outputs}
+
+
+def _input_axis(dim, params) -> list[int] | None:
+    """[input index, axis] of the first input whose shape has the variable `dim` there."""
+    if not isinstance(dim, tvm.tirx.Var):
+        return None
+    for i, p in enumerate(params):
+        shape = p.ty.shape if isinstance(p.ty, relax.TensorType) else None
+        if not isinstance(shape, relax.ShapeExpr):
+            continue
+        for axis, d in enumerate(shape.values):
+            if d.same_as(dim):
+                return [i, axis]
+    return None

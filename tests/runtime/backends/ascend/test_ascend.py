@@ -434,10 +434,10 @@ def test_cv2_functions_export_for_atc(case, tmp_path, monkeypatch):
 
     original = engine.program
 
-    def capture_program(name, graph, arrays, params, outputs=1, values=None, free=False):
+    def capture_program(name, graph, arrays, params, outputs=1, values=None, free=False, **kw):
         captured["arrays"], captured["values"] = arrays, values
         # ATC compiles static shapes: the program as it would be for these arrays' sizes.
-        return original(name, graph, arrays, params, outputs, values, free=False)
+        return original(name, graph, arrays, params, outputs, values, free=False, **kw)
 
     def capture_compile(function, target=None, **options):
         captured["function"] = function
