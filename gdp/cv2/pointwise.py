@@ -289,7 +289,10 @@ def _pixels(image):
     """1 / (height * width) as float64, from the run's shape (a program serves every size)."""
     import tensorflow as tf
 
-    return 1.0 / tf.cast(tf.reduce_prod(tf.shape(image, out_type=tf.int64)[:2]), tf.float64)
+    shape = tf.shape(image, out_type=tf.int64)
+    # The two extents multiplied, not reduce_prod of the shape: TVM's ONNX importer takes no
+    # ReduceProd of a shape, and the program was compiled per size.
+    return 1.0 / (tf.cast(shape[0], tf.float64) * tf.cast(shape[1], tf.float64))
 
 
 def _mean_std(image):

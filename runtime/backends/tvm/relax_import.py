@@ -743,16 +743,13 @@ class _CheckedIndexMutator(relax.PyExprMutator):
             return call
         data, indices = call.args[0], call.args[1]
         axes = _indexed_axes(call, name)
-        if (
-            axes is None
-            or not isinstance(data.ty.shape, relax.ShapeExpr)
-            or self._constant_inside(data, indices, axes)
-        ):
+        if axes is None or self._constant_inside(data, indices, axes):
             return call
         # The check reads the indices as the graph gave them: the importer's where(i < 0,
         # i + n, i) would make an index below -n look inside.
         raw = self._unnormalized(indices)
         source = self._source(raw)
+        data, raw = self._shaped(data), self._shaped(raw)
         checker = self._checker(_INDEXED[name], data, raw, axes, source)
         # The data's extents go to the check as scalars, not the data itself: a kernel that
         # read the data (for its shape) would be a second consumer of it, which keeps the
@@ -760,6 +757,15 @@ class _CheckedIndexMutator(relax.PyExprMutator):
         extents = [relax.prim_value(data.ty.shape.values[a]) for a in axes]
         checked = self.builder_.emit(relax.call_tir(checker, relax.Tuple([raw, *extents]), raw.ty))
         return relax.Call(call.op, [data, checked, *call.args[2:]], call.attrs)
+
+    def _shaped(self, expr: relax.Expr) -> relax.Expr:
+        """`expr` with a shape of its own variables where the importer knows only its rank (the
+        sum of two inputs of run-time extents): the check kernel and the gather need one."""
+        ty = expr.ty
+        if isinstance(ty.shape, relax.ShapeExpr):
+            return expr
+        dims = [tvm.tirx.Var(f"gdp_n{k}", "int64") for k in range(ty.ndim)]
+        return self.builder_.match_cast(expr, relax.TensorType(dims, ty.dtype))
 
     def _binding(self, expr: relax.Expr) -> relax.Expr:
         if isinstance(expr, relax.Var):
