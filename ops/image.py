@@ -56,11 +56,6 @@ def _pad(image: tf.Tensor, rows: int, cols: int, mode: str, channels_last: bool)
     if rows == 0 and cols == 0:
         return image
     row_axis, col_axis = _spatial_axes(image, channels_last)
-    if row_axis == 0 and None in image.shape[:2]:
-        # An image of run-time size: gdp.ops.border's form for it (TVM's importer takes a Pad
-        # only of a graph input's extents, not of a stencil's result).
-        border = {"REFLECT": B.BORDER_REFLECT_101, "CONSTANT": B.BORDER_CONSTANT}[mode]
-        return B.pad_any_size(image, rows, rows, cols, cols, border)
     paddings = [[0, 0]] * image.shape.rank
     paddings[row_axis], paddings[col_axis] = [rows, rows], [cols, cols]
     return tf.pad(image, paddings, mode=mode)
@@ -217,7 +212,12 @@ def canny_candidates(
         mag = magnitude
     else:
         mag = dx * dx + dy * dy if l2_gradient else tf.abs(dx) + tf.abs(dy)
-    padded = _pad(mag, 1, 1, "CONSTANT", False)
+    if mag.shape.rank == 2 and None in mag.shape:
+        # A magnitude of run-time size: TVM's importer takes a Pad only of extents it knows as
+        # expressions, which a stencil's sum of slices is not (yet): gdp.ops.border's slices.
+        padded = B.pad_any_size(mag, 1, 1, 1, 1, B.BORDER_CONSTANT)
+    else:
+        padded = _pad(mag, 1, 1, "CONSTANT", False)
 
     def at(oy: int, ox: int) -> tf.Tensor:
         return _shifted(padded, 1 + oy, 1 + ox, 3, 3, False)
