@@ -14,6 +14,7 @@ import tvm
 from tvm import relax
 
 from gdp.runtime.backends.tvm.fusion import Schedules, fuse
+from gdp.runtime.backends.tvm.tvm_log import tvm_notices_dropped
 from gdp.runtime.fusion import CostModel
 
 _FUSION_PASSES = ("FuseOps", "FuseTIR")
@@ -32,7 +33,7 @@ def lower(
     Relax pipeline of its own, the fusion report, and the program's `direct_call` (None where it
     is more than one kernel). `finish` runs last on the scheduled module (the cpu relaxes its
     kernels' parameter alignment there)."""
-    with target:
+    with target, tvm_notices_dropped():
         legalize = [
             p for p in pipeline.legalize_passes(target) if p.info.name not in _FUSION_PASSES
         ]

@@ -6,6 +6,7 @@ order)."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 
 import numpy as np
@@ -14,6 +15,7 @@ import tvm
 from tvm import relax
 
 from gdp.errors import CompileError, InputError, UnsupportedOpError
+from gdp.runtime.backends.tvm.tvm_log import tvm_notices_dropped
 
 
 def import_onnx(model: onnx.ModelProto) -> tvm.IRModule:
@@ -26,13 +28,21 @@ def import_onnx(model: onnx.ModelProto) -> tvm.IRModule:
     # The importer print()s the node it failed on to stdout, which is the user's program's
     # (a pipe of results, gdp export's JSON): kept for the error instead.
     printed = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(printed), _pairwise_min_max_of_run_time_extents():
-            mod = from_onnx(model, keep_params_in_input=False)
-    except Exception as err:
+    failure = None
+    with contextlib.redirect_stdout(printed), tvm_notices_dropped():
+        try:
+            with _pairwise_min_max_of_run_time_extents():
+                mod = from_onnx(model, keep_params_in_input=False)
+        except Exception as err:
+            # Without the importer's frames, which hold its BlockBuilder: freed here, where its
+            # notice on stderr is dropped, not when the error is collected later.
+            failure = err.with_traceback(None)
+        if failure is not None:
+            gc.collect()
+    if failure is not None:
         where = printed.getvalue().strip().splitlines()
         at = f" ({where[0][:300]})" if where else ""
-        raise CompileError(f"TVM's Relax ONNX importer failed: {err}{at}") from err
+        raise CompileError(f"TVM's Relax ONNX importer failed: {failure}{at}") from failure
     mod = tvm.transform.Sequential(IMPORT_PASSES)(mod)
     refused = mod["main"].attrs.get(REFUSED_ATTR) if mod["main"].attrs is not None else None
     if refused:
