@@ -314,15 +314,16 @@ def _mean_channels(image):
 
 
 def _min_max_loc(image):
-    """ops.min_max_loc with the element count taken at run time."""
+    """ops.min_max_loc for an image of any size: the first occurrences as ArgMin and ArgMax
+    (ONNX's first index among equals; a tf.range of the run-time element count has no shape
+    TVM's importer can give it, and the program was compiled per size). An image holding a
+    NaN is OpenCV's (minMaxLoc), so the indices need not say where a NaN is."""
     import tensorflow as tf
 
     flat = tf.reshape(image, [-1])
-    n = tf.size(flat, out_type=tf.int32)
-    index = tf.range(n, dtype=tf.int32)
     lo, hi = tf.reduce_min(flat), tf.reduce_max(flat)
-    first_lo = tf.reduce_min(tf.where(tf.equal(flat, lo), index, n))
-    first_hi = tf.reduce_min(tf.where(tf.equal(flat, hi), index, n))
+    first_lo = tf.argmin(flat, output_type=tf.int32)
+    first_hi = tf.argmax(flat, output_type=tf.int32)
     return tf.cast(lo, tf.float64), tf.cast(hi, tf.float64), first_lo, first_hi
 
 

@@ -2,9 +2,9 @@
 one program (issue 19): resize and dnn.blobFromImage (the interpolation tables run-time inputs),
 erode, dilate, morphologyEx, medianBlur, Canny on gray images and copyMakeBorder (borders padded
 for any size), equalizeHist and Otsu (normalised by the histogram's own sum), mean and
-meanStdDev (the pixel count from the run's shape). Each size is checked against OpenCV; the
-sizes are random, so that they move the generic kernels' strip and vector boundaries. A size
-called often still gets a program of its own (resize)."""
+meanStdDev (the pixel count from the run's shape), minMaxLoc (ArgMin and ArgMax). Each size is
+checked against OpenCV; the sizes are random, so that they move the generic kernels' strip and
+vector boundaries. A size called often still gets a program of its own (resize)."""
 
 import threading
 
@@ -199,5 +199,21 @@ def test_one_program_of_the_others_serves_every_size(name, call):
                 np.testing.assert_allclose(got, want, rtol=1e-12)
             else:
                 np.testing.assert_array_equal(got, want)
+
+    assert _compilations(run) == 1
+
+
+def test_one_min_max_loc_program_serves_every_size():
+    # The first minimum and maximum in row order, as OpenCV: ties everywhere (three values),
+    # a flat image, one row, one column.
+    cv2.clear_cache()
+    rng = np.random.default_rng(4)
+    images = [rng.integers(0, 3, (h, w), dtype=np.uint8) for h, w in _sizes(5, seed=9)]
+    images += [np.full((17, 23), 9, np.uint8), rng.integers(0, 256, (1, 300), dtype=np.uint8)]
+    images += [rng.integers(0, 256, (257, 1), dtype=np.uint8)]
+
+    def run():
+        for image in images:
+            assert cv2.minMaxLoc(image) == real.minMaxLoc(image), image.shape
 
     assert _compilations(run) == 1
