@@ -224,6 +224,7 @@ def program(
     values: Mapping[str, Any] | None = None,
     free: int | bool = False,
     specialize: str | None = None,
+    same_size: int = 0,
 ) -> Model:
     """`graph(*arrays, **params, **values)` compiled for the current target, from the cache
     after the first call: a model with inputs src0, src1, ... (and `params`, the values packed
@@ -232,12 +233,14 @@ def program(
     `params` are structural (part of the key), `values` run-time inputs (only their names and
     lengths are in the key). The first `free` arrays (all for True) are images whose height and
     width are free dimensions of the program: the graph must be written for any size.
-    `specialize` is gdp.compile's option for them (its default when None)."""
+    `specialize` is gdp.compile's option for them (its default when None). The first
+    `same_size` of them are of one size (OpenCV's two operands): their free dimensions are one
+    pair in the program."""
     global _hits
     from gdp.api import default_target
 
     target = default_target()
-    key = _key(name, arrays, params, outputs, values, free)
+    key = _key(name, arrays, params, outputs, values, free, same_size)
     model = _programs.get((key, target.name))
     if model is not None:
         _hits += 1
@@ -251,12 +254,12 @@ def program(
     return model
 
 
-def _key(name, arrays, params, outputs, values, free) -> tuple:
+def _key(name, arrays, params, outputs, values, free, same_size=0) -> tuple:
     layout = _layout(values or {})
     free_count = len(arrays) if free is True else int(free)
     shapes = _spec_shapes(arrays, free_count)
     dtypes = tuple(a.dtype.str for a in arrays)
-    return (name, shapes, dtypes, _freeze(params), layout, outputs)
+    return (name, shapes, dtypes, _freeze(params), layout, outputs, same_size)
 
 
 def _compile(key: tuple, graph: Callable, params: dict, target, options=None) -> Model:
@@ -265,18 +268,36 @@ def _compile(key: tuple, graph: Callable, params: dict, target, options=None) ->
     import gdp
     from gdp.runtime.cache import default_cache_dir
 
-    _, shapes, dtypes, _, layout, outputs = key
+    _, shapes, dtypes, _, layout, outputs, same_size = key
     cache_dir = default_cache_dir()
     disk_key = _disk_key(key)
     stored = _stored_graph(disk_key, cache_dir)
     if stored is not None:
         return gdp.compile(stored, target=target, verify=False, **(options or {}))
     function = _trace(graph, shapes, dtypes, params, layout, outputs)
+    if same_size > 1:
+        from gdp.frontend.tensorflow import from_tf_function
+
+        function = _one_size(from_tf_function(function), same_size)
     # Not verified against TF per call: gdp.cv2's graphs are gdp's own, held to OpenCV by
     # tests/conformance.
     model = gdp.compile(function, target=target, verify=False, **(options or {}))
     _store_graph(disk_key, cache_dir, model.source_onnx)
     _traced += 1
+    return model
+
+
+def _one_size(model, count: int):
+    """The ONNX graph with inputs src1 .. src{count-1} given src0's free dimensions: TF gives
+    each input's its own, and a sum of two such inputs then has no shape TVM can legalise
+    (the program was compiled per size)."""
+    inputs = {i.name: i for i in model.graph.input}
+    first = inputs["src0"].type.tensor_type.shape.dim
+    for k in range(1, count):
+        dims = inputs[f"src{k}"].type.tensor_type.shape.dim
+        for axis in range(2):
+            if first[axis].dim_param:
+                dims[axis].dim_param = first[axis].dim_param
     return model
 
 
@@ -307,7 +328,7 @@ def sized_program(
     from gdp.api import default_target
 
     target = default_target()
-    key = (_key(name, arrays, params, outputs, values, False), target.name)
+    key = (_key(name, arrays, params, outputs, values, False), target.name)  # static sizes
     with _sized_lock:
         model = _sized.get(key)
         if model is not None:
@@ -361,11 +382,15 @@ def run(
     outputs: int = 1,
     values: Mapping[str, Any] | None = None,
     free: int | bool = False,
+    same_size: int = 0,
 ) -> np.ndarray | tuple[np.ndarray, ...]:
     """Run `graph(*arrays, **params, **values)`, which returns `outputs` tensors (a tuple when
     more than one), compiled for the current target. Returns one array or a tuple of them."""
     return execute(
-        program(name, graph, arrays, params, outputs, values, free), arrays, outputs, values
+        program(name, graph, arrays, params, outputs, values, free, same_size=same_size),
+        arrays,
+        outputs,
+        values,
     )
 
 

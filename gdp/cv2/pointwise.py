@@ -186,7 +186,7 @@ def addWeighted(src1, alpha, src2, beta, gamma, dst=None, dtype=-1):
     if out_dtype == "uint8" and _dtype(src1) == "uint8":  # a table of this call's weights
         table = _add_weighted_table(float(alpha), float(beta), float(gamma))
         arrays = [src1, src2, table]
-        out = engine.run("addWeighted.table", _add_weighted_lookup, arrays, {}, free=2)
+        out = engine.run("addWeighted.table", _add_weighted_lookup, arrays, {}, free=2, same_size=2)
         return common.finish(out, dst)
     values = {"alpha": float(alpha), "beta": float(beta), "gamma": float(gamma)}
     params = {"dtype": out_dtype}
