@@ -14,7 +14,8 @@ function of its image inputs. Its other arguments are of two kinds:
 An eager call compiles one program per (function, dtypes, channel counts, structural
 parameters, target): the images' height and width are free dimensions of the program (for the
 functions whose graphs are written for any size, `free=`), and a new value runs the same
-program.
+program. Where such a program is much slower than one compiled for the sizes (resize, whose
+tables are run-time inputs there), a size called often gets its own (`sized_program`).
 
 Programs persist across processes: the converted ONNX graph of each is kept in gdp's disk cache
 (GDP_CACHE_DIR, else ~/.cache/gdp) under its key, so a later process builds its model from that
@@ -289,7 +290,7 @@ def _compile(key: tuple, graph: Callable, params: dict, target, options=None) ->
 
 def _one_size(model, count: int):
     """The ONNX graph with inputs src1 .. src{count-1} given src0's free dimensions: TF gives
-    each input's its own, and a sum of two such inputs then has no shape TVM can legalise
+    each input its own, and a sum of two such inputs then has no shape TVM can legalise
     (the program was compiled per size)."""
     inputs = {i.name: i for i in model.graph.input}
     first = inputs["src0"].type.tensor_type.shape.dim
