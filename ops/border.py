@@ -213,12 +213,14 @@ def _pad_axis_any_size(x: tf.Tensor, axis: int, before: int, after: int, border:
     return pieces[0] if len(pieces) == 1 else tf.concat(pieces, axis=axis)
 
 
+def window(start: int, taps: int) -> slice:
+    """Tap `start` of a `taps`-long kernel along an axis padded by taps - 1: the slice
+    [start : start + L] (L the unpadded length) cut from both ends, so that it is written for
+    an axis of any length."""
+    return slice(start, start - (taps - 1) if start < taps - 1 else None)
+
+
 def shifted_views(padded: tf.Tensor, kh: int, kw: int, offsets) -> list[tf.Tensor]:
     """The windows' tap (dy, dx) of a (kh, kw) kernel over `padded` for each (dy, dx) of
-    `offsets`: padded[dy : dy + H, dx : dx + W], cut from both ends so that it is written for
-    any size (H = padded's height - (kh - 1))."""
-
-    def cut(start: int, k: int) -> slice:
-        return slice(start, start - (k - 1) if start < k - 1 else None)
-
-    return [padded[cut(dy, kh), cut(dx, kw)] for dy, dx in offsets]
+    `offsets`: padded[dy : dy + H, dx : dx + W] for an image of any size."""
+    return [padded[window(dy, kh), window(dx, kw)] for dy, dx in offsets]

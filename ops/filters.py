@@ -75,13 +75,14 @@ def gaussian_ksize(sigma: float, dtype: tf.DType) -> int:
     return (int(round(sigma * radius * 2 + 1)) | 1) if sigma > 0 else 1
 
 
-def _taps(padded: tf.Tensor, kernel: np.ndarray, axis: int) -> tf.Tensor:
+def taps(padded: tf.Tensor, kernel: np.ndarray, axis: int) -> tf.Tensor:
     """sum of kernel[t] * padded shifted by t along `axis` (0: rows, 1: columns), skipping
-    zero taps. The views are cut from both ends, so the sum is written for any length."""
+    zero taps, a weight of 1 not multiplied. The views are cut from both ends, so the sum is
+    written for any length."""
     n = len(kernel)
 
     def view(t: int) -> tf.Tensor:
-        return B.along(padded, axis, slice(t, t - (n - 1) if t < n - 1 else None))
+        return B.along(padded, axis, B.window(t, n))
 
     total = None
     for t, weight in enumerate(kernel):
@@ -106,8 +107,8 @@ def sep_filter(
     ax = anchor[0] if anchor[0] >= 0 else kx // 2
     ay = anchor[1] if anchor[1] >= 0 else ky // 2
     padded = B.pad(image, ay, ky - 1 - ay, ax, kx - 1 - ax, border, value)
-    rows = _taps(padded, np.asarray(kernel_x), 1)
-    return _taps(rows, np.asarray(kernel_y), 0)
+    rows = taps(padded, np.asarray(kernel_x), 1)
+    return taps(rows, np.asarray(kernel_y), 0)
 
 
 def filter_2d(

@@ -68,8 +68,8 @@ def _shifted(
     kh - 1 rows and kw - 1 columns. Negative ends keep unknown sizes working."""
     index = [slice(None)] * padded.shape.rank
     row_axis, col_axis = _spatial_axes(padded, channels_last)
-    index[row_axis] = slice(dy, dy - (kh - 1) or None)
-    index[col_axis] = slice(dx, dx - (kw - 1) or None)
+    index[row_axis] = B.window(dy, kh)
+    index[col_axis] = B.window(dx, kw)
     return padded[tuple(index)]
 
 

@@ -11,6 +11,14 @@ from gdp.cv2 import common, engine, geometry
 ops_geometry = common.LazyModule("gdp.ops.geometry")
 
 
+def _cover(w: int, h: int, size) -> tuple[float, int, int, int, int]:
+    """blobFromImage's crop: (factor, resized width, resized height, left, top) of the resize
+    that covers `size` keeping the aspect ratio, and of the centre cut out of it."""
+    factor = float(np.float32(max(size[0] / np.float32(w), size[1] / np.float32(h))))
+    rw, rh = int(round(w * factor)), int(round(h * factor))
+    return factor, rw, rh, int(0.5 * (rw - size[0])), int(0.5 * (rh - size[1]))
+
+
 def _blob(*images, size, crop, swap_rb, float_out, mean=None, scale=None):
     """The blob of `images`; `mean` (four values) and `scale` (for a float blob) are numbers
     or, in a compiled program, float64 scalar tensors given at run time."""
@@ -22,12 +30,10 @@ def _blob(*images, size, crop, swap_rb, float_out, mean=None, scale=None):
         x = image
         if size is not None and (w, h) != size:
             if crop:  # cover the size keeping the aspect ratio, then cut the centre out
-                factor = float(np.float32(max(size[0] / np.float32(w), size[1] / np.float32(h))))
-                rw, rh = int(round(w * factor)), int(round(h * factor))
+                factor, rw, rh, left, top = _cover(w, h, size)
                 x = ops_geometry.resize(
                     x, rw, rh, 1.0 / factor, 1.0 / factor, ops_geometry.INTER_LINEAR
                 )
-                left, top = int(0.5 * (rw - size[0])), int(0.5 * (rh - size[1]))
                 x = x[top : top + size[1], left : left + size[0]]
             else:
                 x = ops_geometry.resize(
@@ -101,9 +107,8 @@ def _tables(image: np.ndarray, size, crop: bool):
     if size is None or (w, h) == size:
         return None
     if crop:
-        factor = float(np.float32(max(size[0] / np.float32(w), size[1] / np.float32(h))))
-        rw, rh = int(round(w * factor)), int(round(h * factor))
-        structure, tables = geometry._plan(
+        factor, rw, rh, left, top = _cover(w, h, size)
+        structure, tables = geometry.resize_plan(
             h,
             w,
             channels,
@@ -116,13 +121,12 @@ def _tables(image: np.ndarray, size, crop: bool):
         )
         if len(structure["passes"]) < 2:
             return None
-        left, top = int(0.5 * (rw - size[0])), int(0.5 * (rh - size[1]))
         cut = {
             "pass0": slice(top, top + size[1]),
             "pass1": slice(left * channels, (left + size[0]) * channels),
         }
         return structure, {n: np.ascontiguousarray(t[cut[n]]) for n, t in tables.items()}
-    return geometry._plan(
+    return geometry.resize_plan(
         h,
         w,
         channels,
@@ -139,16 +143,17 @@ def _any_size(func, images, params, values, structure, tables):
     names = tuple(sorted(tables))
     flats = [im.reshape(im.shape[0], -1) for im in images]
     channels = 1 if images[0].ndim == 2 else images[0].shape[2]
+    arrays = [*flats, *(tables[n] for n in names)]
     program = engine.program(
         f"dnn.{func}.any_size",
         _blob_by_plan,
-        [*flats, *(tables[n] for n in names)],
+        arrays,
         dict(params, structure=structure, names=names, channels=channels, count=len(images)),
         values=values,
         free=len(images),
         specialize="never",  # the per-size program is the specialisation
     )
-    return engine.execute(program, [*flats, *(tables[n] for n in names)], values=values)
+    return engine.execute(program, arrays, values=values)
 
 
 def _blob_by_plan(

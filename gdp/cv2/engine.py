@@ -76,6 +76,7 @@ def clear_cache() -> None:
     with _sized_lock:
         _sized.clear()
         _sized_calls.clear()
+        _sized_failed.clear()
 
 
 def is_graph_call(*arrays) -> bool:
@@ -309,7 +310,8 @@ MAX_SIZED = 8
 _sized_lock = threading.Lock()
 _sized: OrderedDict[tuple, Model] = OrderedDict()
 _sized_calls: OrderedDict[tuple, int] = OrderedDict()
-_sized_pending: dict[tuple, threading.Thread] = {}
+_sized_pending: set[tuple] = set()  # compiling now
+_sized_failed: set[tuple] = set()  # left on the generic program in this process
 
 
 def sized_program(
@@ -339,14 +341,14 @@ def sized_program(
         _sized_calls[key] = calls
         while len(_sized_calls) > 4 * MAX_SIZED + 16:
             _sized_calls.popitem(last=False)
-        if calls < SIZED_AFTER or key in _sized_pending:
+        if calls < SIZED_AFTER or key in _sized_pending or key in _sized_failed:
             return None
         # Not a daemon: a daemon thread stopped inside TVM's compiler at shutdown can abort
         # the process (as gdp.model's background specialisation).
         thread = threading.Thread(
             target=_compile_sized, args=(key, graph, params, target), name="gdp-cv2-sized"
         )
-        _sized_pending[key] = thread
+        _sized_pending.add(key)
     thread.start()
     return None
 
@@ -357,12 +359,12 @@ def _compile_sized(key: tuple, graph: Callable, params: dict, target) -> None:
             model = _compile(key[0], graph, params, target)
     except Exception:  # the generic program keeps serving the size
         with _sized_lock:
-            _sized_calls[key] = -(1 << 30)  # never again in this process
-            _sized_pending.pop(key, None)
+            _sized_failed.add(key)
+            _sized_pending.discard(key)
         return
     with _sized_lock:
         _sized[key] = model
-        _sized_pending.pop(key, None)
+        _sized_pending.discard(key)
         while len(_sized) > MAX_SIZED:
             _sized.popitem(last=False)
 

@@ -115,31 +115,13 @@ def _anchor(anchor, kw: int, kh: int) -> tuple[int, int]:
     return (anchor[0] if anchor[0] >= 0 else kw // 2, anchor[1] if anchor[1] >= 0 else kh // 2)
 
 
-def _const_taps(padded, kernel: np.ndarray, axis: int):
-    """gdp.ops.filters' taps (zero weights skipped, weight 1 not multiplied), the views cut
-    from both ends of the axis so that its length may be unknown."""
-    import tensorflow as tf
-
-    n = len(kernel)
-    total = None
-    for t, weight in enumerate(kernel):
-        if weight == 0:
-            continue
-        view = B.along(padded, axis, slice(t, t - (n - 1) if t < n - 1 else None))
-        term = view if weight == 1 else view * tf.constant(weight, padded.dtype)
-        total = term if total is None else total + term
-    if total is None:
-        total = tf.zeros_like(B.along(padded, axis, slice(0, 1 - n if n > 1 else None)))
-    return total
-
-
 def _pass(padded, kernel: np.ndarray, axis: int):
     """One axis of a separable filter: unrolled taps for a short kernel, a loop over them
     (gdp.ops.filters.window_rows / window_cols, static sizes) for a long one
     (kernels.LOOP_TAPS)."""
     n = len(kernel)
     if n <= kernels.LOOP_TAPS or not _static(padded):
-        return _const_taps(padded, kernel, axis)
+        return F.taps(padded, kernel, axis)
     weights = None if np.all(kernel == 1) else kernel
     return (F.window_rows if axis == 0 else F.window_cols)(padded, n, "sum", weights)
 
@@ -263,8 +245,7 @@ def _weighted_taps(padded, weights, axis: int):
     n = int(weights.shape[0])
     total = None
     for t in range(n):
-        view = B.along(padded, axis, slice(t, t - (n - 1) if t < n - 1 else None))
-        term = view * weights[t]
+        term = B.along(padded, axis, B.window(t, n)) * weights[t]
         total = term if total is None else total + term
     return total
 

@@ -157,9 +157,6 @@ def resize(src, dsize, dst=None, fx=0, fy=0, interpolation=_cv2.INTER_LINEAR):
     # order) serves every source and output size.
     channels = common.channels(src)
     flat = np.ascontiguousarray(src).reshape(h, w * channels)
-    structure, tables = _plan(
-        h, w, channels, width, height, scale_x, scale_y, method, np.dtype(dtype).name
-    )
     # A size called often gets a program of its own (engine.sized_program), compiled in the
     # background: its tables constants that TVM folds into one kernel, 2-6x faster than the
     # generic program's run-time tables.
@@ -169,22 +166,26 @@ def resize(src, dsize, dst=None, fx=0, fy=0, interpolation=_cv2.INTER_LINEAR):
     if sized is not None:
         out = engine.execute(sized, [flat])
     else:
+        structure, tables = resize_plan(
+            h, w, channels, width, height, scale_x, scale_y, method, np.dtype(dtype).name
+        )
         names = tuple(sorted(tables))
+        arrays = [flat, *(tables[n] for n in names)]
         generic = engine.program(
             "resize",
             _resize_by_plan,
-            [flat, *(tables[n] for n in names)],
+            arrays,
             dict(structure=structure, names=names),
             free=True,
             specialize="never",  # the sized program is the specialisation
         )
-        out = engine.execute(generic, [flat, *(tables[n] for n in names)])
+        out = engine.execute(generic, arrays)
     shape = (height, width) if src.ndim == 2 else (height, width, channels)
     return common.finish(out.reshape(shape), dst)
 
 
 @functools.lru_cache(maxsize=64)
-def _plan(*args) -> tuple[dict, dict]:
+def resize_plan(*args) -> tuple[dict, dict]:
     """gdp.ops.resize_tables.plan (NumPy only: no TensorFlow on a compiled call), kept for the
     sizes met last: a stream of one size computes its tables once. The arrays are shared:
     never written."""
