@@ -584,7 +584,7 @@ def medianBlur(src, ksize, dst=None):
 def _median(image, ksize):
     import tensorflow as tf
 
-    return (F.median_u8 if image.dtype == tf.uint8 else F.median)(image, ksize)
+    return (F.median_u8 if image.dtype == tf.uint8 and ksize > 3 else F.median)(image, ksize)
 
 
 def _morph(src, kernel, anchor, dilate, iterations, border, border_value):

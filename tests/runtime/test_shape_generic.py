@@ -120,6 +120,28 @@ def test_whole_image_reductions_at_every_size(tmp_path):
     assert model.report()["builds"] == 1
 
 
+@tf.function(input_signature=[tf.TensorSpec([None, None, 3], tf.float32, name="img")])
+def _row_statistics(img):
+    # Reductions of each row of run-time length: vector partial sums along the row, the last
+    # vector under a guard (widths not a multiple of 16), then a variance of the whole image.
+    grey = tf.reduce_sum(img * tf.constant([0.25, 0.5, 0.25]), axis=-1)
+    return {"rows": tf.reduce_mean(grey, axis=1), "variance": tf.math.reduce_variance(grey)}
+
+
+def test_row_reductions_at_every_size(tmp_path):
+    model = gdp.compile(_row_statistics, target="cpu", cache_dir=tmp_path, specialize="never")
+    assert model.report()["shapes_mode"] == "generic", model.report()["generic_error"]
+    for shape in [(1, 1), (3, 15), (5, 16), (7, 17), (31, 33), (97, 131), (1080, 1918)]:
+        x = _image(shape, np.float32)
+        got = model(x)
+        grey = (x.astype(np.float64) * [0.25, 0.5, 0.25]).sum(axis=-1)
+        # Against float64: a row read past its end (the next row's first pixels) or a lane
+        # left out moves a row's mean by far more than float32 rounding.
+        np.testing.assert_allclose(got["rows"], grey.mean(axis=1), rtol=0, atol=2e-6)
+        np.testing.assert_allclose(got["variance"], grey.var(), rtol=2e-5, atol=1e-7)
+    assert model.report()["builds"] == 1
+
+
 @pytest.mark.parametrize(
     ("program", "smallest"),
     [(_blur_and_scale, 1), (_reflect_blur, 2), (_reflect_blur5, 3)],
@@ -292,3 +314,20 @@ def test_a_reflected_pad_serves_long_enough_axes_and_refuses_short_ones(tmp_path
             model(x)
     # Refused before anything was cached: a valid image still runs on the generic executable.
     _check(model, _reflect_pad_blur, _image((6, 7), np.float32), atol=1e-5)
+
+
+def test_border_conditions_are_decided_from_the_end_they_are_about():
+    # A concat's border test is written 1 <= v - W for a row W + 2 long: TVM's analyzer does not
+    # decide it under v < W + 1, written from the row's end it does; one about neither end
+    # (v < 5 over a row of run-time length) stays undecided, so its row is not cut.
+    import tvm
+
+    from gdp.runtime.backends.tvm.llvm_schedules import _decided_inside
+
+    v, w = tvm.tirx.Var("v", "int64"), tvm.tirx.Var("W", "int64")
+    one = tvm.tirx.const(1, "int64")
+    width = w + 2
+    assert _decided_inside(one <= v - w, v, one, width) is False
+    assert _decided_inside(one <= v, v, one, width) is True
+    assert _decided_inside(v < width - 1, v, one, width) is True
+    assert _decided_inside(v < tvm.tirx.const(5, "int64"), v, one, width) is None
