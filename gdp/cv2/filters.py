@@ -116,9 +116,9 @@ def _anchor(anchor, kw: int, kh: int) -> tuple[int, int]:
 
 
 def _pass(padded, kernel: np.ndarray, axis: int):
-    """One axis of a separable filter: unrolled taps for a short kernel, a loop over them
-    (gdp.ops.filters.window_rows / window_cols, static sizes) for a long one
-    (kernels.LOOP_TAPS)."""
+    """One axis of a separable filter: unrolled taps for a short kernel or an image of free
+    size, a loop over them (gdp.ops.filters.window_rows / window_cols, static sizes) for a long
+    one (kernels.LOOP_TAPS)."""
     n = len(kernel)
     if n <= kernels.LOOP_TAPS or not _static(padded):
         return F.taps(padded, kernel, axis)
@@ -164,18 +164,18 @@ def rank_one(kernel: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
 
 def _filter_2d(image, kernel: np.ndarray, anchor, border: int):
     """gdp.ops.filters.filter_2d for an image of static or free size. A kernel of more than
-    kernels.LOOP_TAPS_2D taps (static sizes) runs as two 1-D passes where it is exactly rank
-    one, else as a loop per kernel row (gdp.ops.filters.correlate_taps): not an unrolled
-    stencil."""
+    kernels.LOOP_TAPS_2D taps runs as two 1-D passes where it is exactly rank one (_pass), else,
+    of static size, as a loop per kernel row (gdp.ops.filters.correlate_taps): not an unrolled
+    stencil. Of unknown size (a graph-mode tensor), such a kernel stays unrolled."""
     kh, kw = kernel.shape
     ax, ay = _anchor(anchor, kw, kh)
     padded = B.pad(image, ay, kh - 1 - ay, ax, kw - 1 - ax, border)
-    if np.count_nonzero(kernel) <= kernels.LOOP_TAPS_2D or not _static(padded):
-        return ops_image.correlate(padded, kernel, image.shape.rank == 3)
-    factors = rank_one(kernel)
+    factors = rank_one(kernel) if np.count_nonzero(kernel) > kernels.LOOP_TAPS_2D else None
     if factors is not None:
         column, row = factors
         return _pass(_pass(padded, row, 1), column, 0)
+    if np.count_nonzero(kernel) <= kernels.LOOP_TAPS_2D or not _static(padded):
+        return ops_image.correlate(padded, kernel, image.shape.rank == 3)
     return F.correlate_taps(padded, kernel)
 
 
@@ -232,9 +232,9 @@ def GaussianBlur(
         "ky": tuple(kernels.gaussian_weights(kh, sigma_y, dtype)),
     }
     # One program for every image size at least a kernel wide (gdp.ops.border.pad_any_size); smaller
-    # images, whose borders reflect more than once, and kernels longer than LOOP_TAPS (their
+    # images, whose borders reflect more than once, and kernels longer than FREE_TAPS (their
     # loops need static sizes) get one program per size.
-    free = _fits(src, kw, kh) and max(kw, kh) <= kernels.LOOP_TAPS
+    free = _fits(src, kw, kh) and max(kw, kh) <= kernels.FREE_TAPS
     return engine.call("GaussianBlur", _gaussian, [src], {"border": border}, dst, values, free)
 
 
@@ -333,7 +333,7 @@ def boxFilter(
         normalize=bool(normalize),
         border=border,
     )
-    free = _fits(src, kw, kh) and max(kw, kh) <= kernels.LOOP_TAPS
+    free = _fits(src, kw, kh) and max(kw, kh) <= kernels.FREE_TAPS
     return engine.call("boxFilter", _box, [src], params, dst, free=free)
 
 
@@ -391,18 +391,20 @@ def _run_linear(
         scale=float(scale),
         derive=derive,
     )
-    # Kernels past LOOP_TAPS (one axis) or LOOP_TAPS_2D (2-D) run as loops that need static
-    # sizes: one program per size.
+    # Kernels past FREE_TAPS (one axis of a separable filter) or past LOOP_TAPS_2D (a 2-D kernel
+    # that is not exactly rank one) run as loops that need static sizes: one program per size.
     if kernel_2d is not None:
         kh, kw = np.shape(kernel_2d)
-        loops = np.count_nonzero(kernel_2d) > kernels.LOOP_TAPS_2D
+        loops = np.count_nonzero(kernel_2d) > kernels.LOOP_TAPS_2D and (
+            max(kh, kw) > kernels.FREE_TAPS or rank_one(np.asarray(kernel_2d)) is None
+        )
     elif derive is not None:  # a Sobel's or Laplacian's kernels: 3 taps, or ksize
         ksize = derive[3] if derive[0] == "sobel" else derive[1]
         kh = kw = max(3, ksize)
-        loops = ksize > kernels.LOOP_TAPS if derive[0] == "sobel" else ksize >= 7
+        loops = ksize > kernels.FREE_TAPS if derive[0] == "sobel" else ksize >= 7
     else:
         kh, kw = len(kernel_y), len(kernel_x)
-        loops = max(kh, kw) > kernels.LOOP_TAPS
+        loops = max(kh, kw) > kernels.FREE_TAPS
     free = _fits(src, kw, kh) and not loops
     return engine.call(func, _linear_graph, [src], params, dst, free=free)
 

@@ -130,18 +130,37 @@ def test_large_kernels_match_opencv(name):
     _check(call, image)
 
 
-def test_a_large_kernel_compiles_to_a_loop_not_a_stencil():
-    """The 31x31 Gaussian's program: its taps gathered and reduced (a handful of nodes), where
-    the unrolled stencil had a Slice, a Mul and an Add per tap."""
-    cv2.GaussianBlur(U8, (31, 31), 0)
+def test_a_kernel_past_free_taps_compiles_to_a_loop_not_a_stencil():
+    """A 33x33 Gaussian's program (one per size: the loops need static sizes): its taps
+    gathered and reduced (a handful of nodes), where the unrolled stencil had a Slice, a Mul
+    and an Add per tap."""
+    cv2.GaussianBlur(U8, (33, 33), 0)
     (model,) = [
         m
         for (key, _), m in engine._programs.items()
-        if key[:3] == ("GaussianBlur", (U8.shape,), ("|u1",)) and key[4] == (("kx", 31), ("ky", 31))
+        if key[:3] == ("GaussianBlur", (U8.shape,), ("|u1",)) and key[4] == (("kx", 33), ("ky", 33))
     ]
     ops = [node.op_type for node in model.source_onnx.graph.node]
     assert "Gather" in ops and "ReduceSum" in ops
     assert ops.count("Mul") < 10 and len(ops) < 100, ops
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m, x: m.GaussianBlur(x, (31, 31), 0),
+        lambda m, x: m.blur(x, (25, 17), borderType=m.BORDER_REPLICATE),
+        lambda m, x: m.sepFilter2D(x.astype(np.float32), -1, TAPS_21, TAPS_17),
+    ],
+    ids=["GaussianBlur 31", "blur 25x17 replicate", "sepFilter2D 21x17 float32"],
+)
+def test_kernels_up_to_free_taps_serve_every_size_from_one_program(call):
+    # Up to FREE_TAPS taps an axis, the taps stay unrolled in a program for any image size.
+    cv2.clear_cache()
+    before = cv2.cache_info().compilations
+    for h, w in [(40, 57), (97, 131), (64, 33)]:
+        _check(call, RNG.integers(0, 256, (h, w, 3), dtype=np.uint8))
+    assert cv2.cache_info().compilations - before == 1
 
 
 def test_rank_one_reconstructs_exactly_or_refuses():
