@@ -504,34 +504,49 @@ def row_runs(kernel: np.ndarray) -> list[tuple[int, int, int]]:
 
 
 def morphology_runs(padded: tf.Tensor, kernel: np.ndarray, dilate: bool) -> tf.Tensor:
-    """min (max) over a kernel's non-zero taps of the padded image (static size), as a union of
-    horizontal runs. A full rectangle is separable: a column pass of the row pass (loops).
-    Otherwise the window mins of widths 2, 4, 8, ... along the rows (each a 2-tap loop over
-    the last: a sparse table), and each run of width r the min of two of them, 2^floor(log2 r)
-    wide, at the run's two ends: the min of 2 * runs stored views."""
+    """min (max) over a kernel's non-zero taps of the padded image (any size), as a union of
+    horizontal runs: the window mins of widths 2, 4, 8, ... along the rows (each the min of two
+    of the one before: a sparse table), and each run of width r the min of two of them,
+    2^floor(log2 r) wide, at the run's two ends; a full rectangle the same along the columns of
+    its row pass. 2 * runs stored views and log2 of the widest run levels, where the taps are
+    K; every slice is cut from both ends, so the program serves any image size."""
     kernel = np.asarray(kernel) != 0
     kh, kw = kernel.shape
-    reduce = "max" if dilate else "min"
-    if kernel.all():
-        rows = window_cols(padded, kw, reduce) if kw > 1 else padded
-        return window_rows(rows, kh, reduce) if kh > 1 else rows
-    h, w = padded.shape[0] - kh + 1, padded.shape[1] - kw + 1
     pick = tf.maximum if dilate else tf.minimum
-    levels = {1: padded}
-
-    def level(p: int) -> tf.Tensor:  # window min of width p (a power of two) along the rows
-        if p not in levels:
-            levels[p] = window_cols(level(p // 2), 2, reduce, step=p // 2)
-        return levels[p]
-
+    if kernel.all():
+        rows = _window_extreme(padded, 1, kw, 0, kw, pick, {}) if kw > 1 else padded
+        return _window_extreme(rows, 0, kh, 0, kh, pick, {}) if kh > 1 else rows
+    levels: dict[int, tf.Tensor] = {}
     total = None
     for dy, x0, width in row_runs(kernel):
-        p = 1 << (width.bit_length() - 1)
-        ends = (x0,) if width == p else (x0, x0 + width - p)
-        for start in ends:
-            view = level(p)[dy : dy + h, start : start + w]
-            total = view if total is None else pick(total, view)
+        run = _window_extreme(padded, 1, kw, x0, width, pick, levels)
+        view = B.along(run, 0, B.window(dy, kh))
+        total = view if total is None else pick(total, view)
     return total
+
+
+def _window_extreme(x, axis: int, k: int, start: int, width: int, pick, levels: dict):
+    """pick over `width` consecutive positions from `start` of each window of a k-tap kernel
+    along `axis` of `x` (padded by k - 1 there): the two ends' window extremes of the largest
+    power of two not above `width`. `levels` keeps the window extremes of each power of two
+    (level p: the extreme of p positions, p - 1 shorter than `x`) for the other runs."""
+    levels.setdefault(1, x)
+
+    def level(p: int) -> tf.Tensor:
+        if p not in levels:
+            half = level(p // 2)
+            q = p // 2
+            levels[p] = pick(B.along(half, axis, slice(0, -q)), B.along(half, axis, slice(q, None)))
+        return levels[p]
+
+    p = 1 << (width.bit_length() - 1)
+    # Output position i reads level(p) at start + i and at start + width - p + i; level(p) is
+    # k - p positions longer than the output, so each view ends (start + p - k) from its end.
+    views = []
+    for begin in (start,) if width == p else (start, start + width - p):
+        end = begin + p - k
+        views.append(B.along(level(p), axis, slice(begin, end if end < 0 else None)))
+    return views[0] if len(views) == 1 else pick(*views)
 
 
 def median_u8_counting(padded: tf.Tensor, ksize: int) -> tf.Tensor:

@@ -418,12 +418,18 @@ def call(
     dst=None,
     values: Mapping[str, Any] | None = None,
     free: int | bool = False,
+    sized: bool = False,
 ):
     """The common shape of an accelerated function: on TF tensors, the graph op itself (the
     values as float64 constants); on arrays, the compiled program's result, written into `dst`
-    when it fits."""
+    when it fits. `sized` (with `free`): a size called often also gets a program of its own
+    (sized_program), where the generic program runs slower than one of static sizes."""
     if is_graph_call(*arrays):
         return graph(*arrays, **params, **constants(values))
+    if free and sized:
+        model = sized_program(name, graph, arrays, params, 1, values)
+        if model is not None:
+            return common.finish(execute(model, arrays, 1, values), dst)
     return common.finish(run(name, graph, arrays, params, 1, values, free), dst)
 
 

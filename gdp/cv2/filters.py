@@ -616,17 +616,39 @@ def _morph_call(func, dilate, src, kernel, dst, anchor, iterations, borderType, 
     if not _takes(src):
         raise common.NotAccelerated(f"{src.dtype} is not accelerated")
     params = _morph_params(func, kernel, anchor, iterations, borderType, borderValue)
-    return engine.call(
-        func, _morph, [src], dict(params, dilate=dilate), dst, free=_morph_free(src, params)
-    )
+    free = _morph_free(src, params)
+    args = (func, _morph, [src], dict(params, dilate=dilate), dst)
+    return engine.call(*args, free=free, sized=_morph_runs(params))
 
 
-def _morph_free(src, params: dict) -> bool:
+# morphologyEx's ops that run one morphology on the result of another (open, close, top hat,
+# black hat); gradient runs its two on the input side by side.
+_STACKED = (_cv2.MORPH_OPEN, _cv2.MORPH_CLOSE, _cv2.MORPH_TOPHAT, _cv2.MORPH_BLACKHAT)
+
+
+def _morph_runs(params: dict) -> bool:
+    """Whether a morphology runs as window extremes of runs (gdp.ops.filters.morphology_runs):
+    over run-time extents its many stored levels and views run as passes over the whole
+    image (a 480x640 31x31 gradient 26 ms), where a program of static sizes computes them by
+    row strips (5 ms): a size called often gets its own (engine.sized_program)."""
+    return np.count_nonzero(params["kernel"]) > kernels.LOOP_TAPS_2D
+
+
+def _morph_free(src, params: dict, op: int | None = None) -> bool:
     """Whether one program serves every size: an image larger than the kernel, and a kernel of
-    at most LOOP_TAPS_2D taps (the larger ones' loops need static sizes)."""
+    at most LOOP_TAPS_2D taps, or at most FREE_TAPS on a side (its runs' window extremes:
+    gdp.ops.filters.morphology_runs) applied once. Such a kernel applied to its own result (an
+    opening, iterations) takes one program per size: for run-time extents TVM's lowering of the
+    second stage's border, a concat around the first stage's runs, took minutes (a 21x21 opening:
+    6 min; of static sizes 5 s)."""
     kernel = np.asarray(params["kernel"])
     kh, kw = kernel.shape
-    return _fits(src, kw, kh) and np.count_nonzero(kernel) <= kernels.LOOP_TAPS_2D
+    if not _fits(src, kw, kh):
+        return False
+    if np.count_nonzero(kernel) <= kernels.LOOP_TAPS_2D:
+        return True
+    stacked = params["iterations"] > 1 or op in _STACKED
+    return max(kh, kw) <= kernels.FREE_TAPS and not stacked
 
 
 @common.accelerate("erode")
@@ -715,8 +737,9 @@ def morphologyEx(
     if op not in ops or not _takes(src):
         raise common.NotAccelerated(f"op {op} / {src.dtype} is not accelerated")
     params = _morph_params("morphologyEx", kernel, anchor, iterations, borderType, borderValue)
-    free = _morph_free(src, params)
-    return engine.call("morphologyEx", _morph_ex, [src], dict(params, op=int(op)), dst, free=free)
+    free = _morph_free(src, params, int(op))
+    args = ("morphologyEx", _morph_ex, [src], dict(params, op=int(op)), dst)
+    return engine.call(*args, free=free, sized=_morph_runs(params))
 
 
 def _canny_prepare(image, l2, aperture, low, high):

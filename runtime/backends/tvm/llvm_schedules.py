@@ -62,6 +62,11 @@ PARTIALS_PER_CORE = 4
 SHORT_REDUCTION = 16
 # Most times over a strip schedule may compute a source (halo rows included).
 MAX_STRIP_RECOMPUTE = 2
+# Most stencil sources a strip of run-time extents computes: each source's rows are an
+# expression of the strip's bounds and of its consumers' halos, nested one level deeper per
+# source, and TVM's lowering simplifies them in time growing steeply with the depth (a 31x31
+# dilation's 12 sources: 41 s of TIR passes).
+MAX_SYMBOLIC_STRIP_SOURCES = 6
 # Most expression nodes inlining may duplicate (see _reused).
 MAX_INLINED_COPY = 256
 # Below this many elements a reduction is not worth splitting across threads.
@@ -516,6 +521,8 @@ def _symbolic_strips(sch: tvm.s_tir.Schedule, sources: list, cores: int):
     root = sch.get_sblock("root")
     outputs = sch.get_output_blocks(root)
     if len(outputs) != 1 or not all(_is_spatial(sch, b) for b in (*outputs, *sources)):
+        return None
+    if len(sources) > MAX_SYMBOLIC_STRIP_SOURCES:
         return None
     (output,) = outputs
     loops = sch.get_loops(output)

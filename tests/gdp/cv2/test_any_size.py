@@ -100,6 +100,7 @@ def test_a_size_called_often_gets_its_own_program(monkeypatch):
 
 
 ELLIPSE = real.getStructuringElement(real.MORPH_ELLIPSE, (5, 5))
+ELLIPSE_21 = real.getStructuringElement(real.MORPH_ELLIPSE, (21, 21))
 CROSS = real.getStructuringElement(real.MORPH_CROSS, (3, 7))
 FILTERS = [
     ("erode ellipse", lambda m, x: m.erode(x, ELLIPSE)),
@@ -107,6 +108,9 @@ FILTERS = [
     ("erode anchored", lambda m, x: m.erode(x, CROSS, anchor=(0, 5))),
     ("erode replicate", lambda m, x: m.erode(x, ELLIPSE, borderType=m.BORDER_REPLICATE)),
     ("gradient", lambda m, x: m.morphologyEx(x, m.MORPH_GRADIENT, ELLIPSE)),
+    # Past 25 taps: window extremes of the kernel's runs (sparse tables), cut for any size.
+    ("gradient ellipse 21", lambda m, x: m.morphologyEx(x, m.MORPH_GRADIENT, ELLIPSE_21)),
+    ("erode rectangle 23x25 replicate", lambda m, x: m.erode(x, np.ones((25, 23)), borderType=1)),
     ("tophat reflect", lambda m, x: m.morphologyEx(x, m.MORPH_TOPHAT, CROSS, borderType=4)),
     ("median 3 uint16", lambda m, x: m.medianBlur(x.astype(np.uint16) * 257, 3)),
     ("median 3 uint8", lambda m, x: m.medianBlur(x, 3)),
@@ -130,6 +134,25 @@ def test_one_filter_program_serves_every_size(name, call):
             np.testing.assert_array_equal(call(cv2, image), call(real, image))
 
     assert _compilations(run) == 1
+
+
+def test_a_large_morphology_called_often_gets_its_own_program(monkeypatch):
+    # The generic program stores its runs' levels and views over the whole image; one of
+    # static sizes computes them by row strips (engine.sized_program, as resize).
+    cv2.clear_cache()
+    monkeypatch.setattr(engine, "SIZED_AFTER", 2)
+    image = _photo(45, 61)
+    want = real.dilate(image, ELLIPSE_21)
+    for _ in range(2):
+        np.testing.assert_array_equal(cv2.dilate(image, ELLIPSE_21), want)
+    for thread in threading.enumerate():
+        if thread.name == "gdp-cv2-sized":
+            thread.join()
+    (sized,) = engine._sized.values()
+    assert sized.report()["shapes_mode"] == "static"
+    np.testing.assert_array_equal(cv2.dilate(image, ELLIPSE_21), want)
+    other = _photo(50, 40)
+    np.testing.assert_array_equal(cv2.dilate(other, ELLIPSE_21), real.dilate(other, ELLIPSE_21))
 
 
 @pytest.mark.parametrize(
