@@ -575,11 +575,12 @@ def medianBlur(src, ksize, dst=None):
         raise common.NotAccelerated(
             "only ksize 3 and 5 on uint8, uint16 and float32 are accelerated"
         )
-    # uint8: a bit-by-bit median (byte compares, cheaper); other dtypes: a sorting network.
-    # One program for every size larger than the kernel, except uint8 k5's counting form
-    # (a reduction over its 25 stacked taps that TVM 0.27 fails to build over run-time
-    # extents: "Binding of variable rmod ... conflicts"), which compiles per size.
-    free = _fits(src, ksize, ksize) and not (dtype == np.uint8 and ksize >= 5)
+    # ksize 3: the median of sorted columns, one program for every size larger than the
+    # kernel. ksize 5 compiles per size: uint8's counting form (a reduction over its 25 stacked
+    # taps) TVM 0.27 fails to build over run-time extents ("Binding of variable rmod ...
+    # conflicts"), and the other dtypes' sorting network over a border computed inside the
+    # kernel took TVM's lowering over 8 minutes (16 s for static sizes).
+    free = _fits(src, ksize, ksize) and ksize == 3
     return engine.call("medianBlur", _median, [src], {"ksize": int(ksize)}, dst, free=free)
 
 
