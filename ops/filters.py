@@ -341,9 +341,9 @@ def median_3x3(padded: tf.Tensor) -> tf.Tensor:
 
 
 def median(image: tf.Tensor, ksize: int) -> tf.Tensor:
-    """cv::medianBlur (BORDER_REPLICATE, as OpenCV) of any dtype by a sorting network over the
-    ksize x ksize shifted views; 16-bit integers are sorted as int32 (ONNX runtimes have no
-    16-bit Min/Max)."""
+    """cv::medianBlur (BORDER_REPLICATE, as OpenCV) of any dtype: ksize 3 by sorted columns
+    (median_3x3), larger ones by a sorting network over the ksize x ksize shifted views; 16-bit
+    integers are sorted as int32 (ONNX runtimes have no 16-bit Min/Max)."""
     r = ksize // 2
     work = tf.int32 if image.dtype in (tf.uint16, tf.int16) else image.dtype
     padded = tf.cast(B.pad(image, r, r, r, r, B.BORDER_REPLICATE), work)

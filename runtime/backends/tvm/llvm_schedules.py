@@ -374,8 +374,8 @@ def _symbolic_row_partials(sch: tvm.s_tir.Schedule, block, spatial: int, cores: 
     which LLVM may not reorder into vectors (a float sum is not associative): the generic
     variance of a 1080p Laplacian took 5 ms where the specialised kernel's vector partials took
     0.9. The row is split into whole vectors and a last one under a guard; the guard is then
-    taken off every vector but the last (_partition_vector_tails), which LLVM's code would
-    otherwise run lane by lane for the whole row."""
+    taken off every vector but the last (_partition_vector_tails): under it, TVM's vectorizer
+    would make the whole row scalar code."""
     loops = sch.get_loops(block)
     stmt = sch.get(block)
     if len(loops) != spatial + 1 or len(stmt.iter_vars) != len(loops) or spatial == 0:
