@@ -408,26 +408,19 @@ def canny_gradients_color(image: tf.Tensor, aperture: int, l2_gradient: bool):
 # shifted positions and a reduction over them: one loop of K iterations, whose compile time
 # does not depend on K. Sums run over the taps in order, from 0, as the stencils did.
 
-_REDUCE = {"sum": tf.reduce_sum, "min": tf.reduce_min, "max": tf.reduce_max}
 
-
-def window_rows(
-    x: tf.Tensor, k: int, reduce: str = "sum", weights=None, step: int = 1
-) -> tf.Tensor:
-    """out[i] = reduce over t < k of weights[t] * x[i + t * step] along axis 0 (rows):
-    x.shape[0] - (k - 1) * step rows (static sizes: TVM's importer gives no shape to the index
-    table of a run-time length). `weights` (a sequence or a 1-D tensor, for "sum" only) None
-    is all ones. The other axes are read as the output is, so a backend runs them as vectors
-    inside the taps loop."""
-    n = _static(x, 0) - (k - 1) * step
-    index = (
-        tf.range(0, k * step, step, dtype=tf.int64)[:, None] + tf.range(n, dtype=tf.int64)[None, :]
-    )
+def window_rows(x: tf.Tensor, k: int, weights=None) -> tf.Tensor:
+    """out[i] = sum over t < k of weights[t] * x[i + t] along axis 0 (rows): x.shape[0] - k + 1
+    rows (static sizes: TVM's importer gives no shape to the index table of a run-time length).
+    `weights` (a sequence or a 1-D tensor) None is all ones. The other axes are read as the
+    output is, so a backend runs them as vectors inside the taps loop."""
+    n = _static(x, 0) - (k - 1)
+    index = tf.range(k, dtype=tf.int64)[:, None] + tf.range(n, dtype=tf.int64)[None, :]
     taps = tf.gather(x, index, axis=0)  # [k, n, ...]
     if weights is not None:
         w = tf.cast(tf.convert_to_tensor(weights), x.dtype)
         taps = taps * tf.reshape(w, [k] + [1] * x.shape.rank)
-    return _REDUCE[reduce](taps, axis=0)
+    return tf.reduce_sum(taps, axis=0)
 
 
 def _static(x: tf.Tensor, axis: int) -> int:
@@ -440,12 +433,10 @@ def _swap(x: tf.Tensor) -> tf.Tensor:
     return tf.transpose(x, [1, 0, *range(2, x.shape.rank)])
 
 
-def window_cols(
-    x: tf.Tensor, k: int, reduce: str = "sum", weights=None, step: int = 1
-) -> tf.Tensor:
+def window_cols(x: tf.Tensor, k: int, weights=None) -> tf.Tensor:
     """window_rows along axis 1 (columns): the image transposed, its rows reduced, transposed
     back (a gather along the columns would leave only the channels to run as vectors)."""
-    return _swap(window_rows(_swap(x), k, reduce, weights, step))
+    return _swap(window_rows(_swap(x), k, weights))
 
 
 def window_taps(x: tf.Tensor, offsets, kh: int, kw: int) -> tf.Tensor:

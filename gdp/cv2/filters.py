@@ -123,7 +123,7 @@ def _pass(padded, kernel: np.ndarray, axis: int):
     if n <= kernels.LOOP_TAPS or not _static(padded):
         return F.taps(padded, kernel, axis)
     weights = None if np.all(kernel == 1) else kernel
-    return (F.window_rows if axis == 0 else F.window_cols)(padded, n, "sum", weights)
+    return (F.window_rows if axis == 0 else F.window_cols)(padded, n, weights)
 
 
 def _static(x) -> bool:
@@ -267,11 +267,11 @@ def _gaussian(image, border, kx, ky):
     if nx <= kernels.LOOP_TAPS or not _static(padded):
         rows = _weighted_taps(padded, tf.cast(kx, work), 1)
     else:  # a long kernel: a loop over its taps (static sizes)
-        rows = F.window_cols(padded, nx, "sum", tf.cast(kx, work))
+        rows = F.window_cols(padded, nx, tf.cast(kx, work))
     if ny <= kernels.LOOP_TAPS or not _static(rows):
         total = _weighted_taps(rows, tf.cast(ky, work), 0)
     else:
-        total = F.window_rows(rows, ny, "sum", tf.cast(ky, work))
+        total = F.window_rows(rows, ny, tf.cast(ky, work))
     if image.dtype == tf.uint8:
         return tf.cast(tf.bitwise.right_shift(total + (1 << 15), 16), tf.uint8)
     if image.dtype == tf.uint16:

@@ -410,27 +410,7 @@ def _partition_vector_tails(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
     in two: the whole vectors, where the guard is proven true and dropped, and the last vector,
     guarded. TVM's vectorizer turns a guarded vector loop into scalar code, the whole row then
     ran lane by lane; TVM's loop_partition needs static extents."""
-    from tvm.s_tir import SBlockRealize
-
-    def visit(stmt):
-        if isinstance(stmt, tvm.tirx.For):
-            body = visit(stmt.body)
-            loop = stmt if body.same_as(stmt.body) else _with_body(stmt, body)
-            return _partition_tail(loop) or loop
-        if isinstance(stmt, tvm.tirx.SeqStmt):
-            seq = [visit(s) for s in stmt.seq]
-            if all(a.same_as(b) for a, b in zip(seq, stmt.seq, strict=True)):
-                return stmt
-            return tvm.tirx.SeqStmt(seq)
-        if isinstance(stmt, SBlockRealize):
-            block = stmt.block
-            body = visit(block.body)
-            if body.same_as(block.body):
-                return stmt
-            return SBlockRealize(stmt.iter_values, stmt.predicate, _block_with(block, body=body))
-        return stmt
-
-    body = visit(func.body)
+    body = _rewrite_loops(func.body, _partition_tail)
     if body.same_as(func.body):
         return func
     # The two loops define the same vector and block variables: TIR wants each defined once.
@@ -1419,33 +1399,37 @@ def _partition_borders(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
     the column's bounds), so its reads are plain shifted loads that LLVM's loop vectorizer turns
     into whole vectors; the borders keep the reflected reads. TVM's own loop_partition needs
     static extents, and its LoopPartition pass leaves the conditions of such rows in place."""
+    body = _rewrite_loops(func.body, _partition_row)
+    return func if body.same_as(func.body) else func.with_body(body)
+
+
+def _rewrite_loops(stmt, rewrite):
+    """`stmt` with each loop, innermost first, replaced by `rewrite(loop)` where that is not
+    None (through sequences, blocks and the then-branch of an if without else); unchanged
+    parts are the same objects."""
     from tvm.s_tir import SBlockRealize
 
-    def visit(stmt):
-        if isinstance(stmt, tvm.tirx.For):
-            body = visit(stmt.body)
-            loop = stmt if body.same_as(stmt.body) else _with_body(stmt, body)
-            return _partition_row(loop) or loop
-        if isinstance(stmt, tvm.tirx.SeqStmt):
-            seq = [visit(s) for s in stmt.seq]
-            if all(a.same_as(b) for a, b in zip(seq, stmt.seq, strict=True)):
-                return stmt
-            return tvm.tirx.SeqStmt(seq)
-        if isinstance(stmt, SBlockRealize):
-            block = stmt.block
-            body = visit(block.body)
-            if body.same_as(block.body):
-                return stmt
-            return SBlockRealize(stmt.iter_values, stmt.predicate, _block_with(block, body=body))
-        if isinstance(stmt, tvm.tirx.IfThenElse):
-            then = visit(stmt.then_case)
-            if then.same_as(stmt.then_case) or stmt.else_case is not None:
-                return stmt
-            return tvm.tirx.IfThenElse(stmt.condition, then, None)
-        return stmt
-
-    body = visit(func.body)
-    return func if body.same_as(func.body) else func.with_body(body)
+    if isinstance(stmt, tvm.tirx.For):
+        body = _rewrite_loops(stmt.body, rewrite)
+        loop = stmt if body.same_as(stmt.body) else _with_body(stmt, body)
+        return rewrite(loop) or loop
+    if isinstance(stmt, tvm.tirx.SeqStmt):
+        seq = [_rewrite_loops(s, rewrite) for s in stmt.seq]
+        if all(a.same_as(b) for a, b in zip(seq, stmt.seq, strict=True)):
+            return stmt
+        return tvm.tirx.SeqStmt(seq)
+    if isinstance(stmt, SBlockRealize):
+        block = stmt.block
+        body = _rewrite_loops(block.body, rewrite)
+        if body.same_as(block.body):
+            return stmt
+        return SBlockRealize(stmt.iter_values, stmt.predicate, _block_with(block, body=body))
+    if isinstance(stmt, tvm.tirx.IfThenElse):
+        then = _rewrite_loops(stmt.then_case, rewrite)
+        if then.same_as(stmt.then_case) or stmt.else_case is not None:
+            return stmt
+        return tvm.tirx.IfThenElse(stmt.condition, then, None)
+    return stmt
 
 
 def _with_body(loop, body, loop_var=None, start=None, extent=None):

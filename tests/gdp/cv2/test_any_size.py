@@ -29,6 +29,12 @@ def _photo(h: int, w: int, channels: int = 3) -> np.ndarray:
     return np.ascontiguousarray(photo if channels == 3 else photo[:, :, 1])
 
 
+def _wait_for_sized_programs() -> None:
+    for thread in threading.enumerate():
+        if thread.name == "gdp-cv2-sized":
+            thread.join()
+
+
 def _compilations(calls) -> int:
     before = cv2.cache_info().compilations
     calls()
@@ -82,9 +88,7 @@ def test_a_size_called_often_gets_its_own_program(monkeypatch):
     want = real.resize(image, (224, 224))
     for _ in range(3):
         np.testing.assert_array_equal(np.abs(cv2.resize(image, (224, 224)) - want) <= 1, True)
-    for thread in threading.enumerate():
-        if thread.name == "gdp-cv2-sized":
-            thread.join()
+    _wait_for_sized_programs()
     assert len(engine._sized) == 1
     sized = next(iter(engine._sized.values()))
     assert sized.report()["shapes_mode"] == "static"
@@ -145,9 +149,7 @@ def test_a_large_morphology_called_often_gets_its_own_program(monkeypatch):
     want = real.dilate(image, ELLIPSE_21)
     for _ in range(2):
         np.testing.assert_array_equal(cv2.dilate(image, ELLIPSE_21), want)
-    for thread in threading.enumerate():
-        if thread.name == "gdp-cv2-sized":
-            thread.join()
+    _wait_for_sized_programs()
     (sized,) = engine._sized.values()
     assert sized.report()["shapes_mode"] == "static"
     np.testing.assert_array_equal(cv2.dilate(image, ELLIPSE_21), want)
