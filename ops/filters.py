@@ -25,8 +25,8 @@ _SMALL_GAUSSIAN = {
 }
 
 
-# Above this many taps a stencil is written as a loop (window_rows, window_cols, window_taps
-# below) rather than unrolled: the unrolled expression's compile time grows with its taps.
+# Above this many taps a stencil is written as a loop (window_rows, window_cols below) rather
+# than unrolled: the unrolled expression's compile time grows with its taps.
 # One axis of a separable filter (STENCIL_TAPS), a 2-D kernel (STENCIL_TAPS_2D).
 STENCIL_TAPS = 15
 STENCIL_TAPS_2D = 25
@@ -235,78 +235,83 @@ def morphology(
     return total if total is not None else image
 
 
-def median_u8(image: tf.Tensor, ksize: int) -> tf.Tensor:
-    """cv::medianBlur on uint8 (BORDER_REPLICATE, as OpenCV): the median found bit by bit,
-    from the top: it is the largest v with fewer than half the window's pixels below v. Each
-    bit costs one compare per tap, all elementwise."""
-    r = ksize // 2
-    if ksize >= 5:  # 25 taps: each bit's median would nest in the next 25 times over
-        return median_u8_counting(B.pad(image, r, r, r, r, B.BORDER_REPLICATE), ksize)
-    padded = tf.cast(B.pad(image, r, r, r, r, B.BORDER_REPLICATE), tf.int32)
-    views = B.shifted_views(padded, ksize, ksize, _square(ksize))
-    half = len(views) // 2
-    # A scalar, broadcast by the first tf.where: zeros_like of a run-time shape has no ONNX form
-    # that TVM imports.
-    median = tf.constant(0, tf.int32)
-    for bit in (128, 64, 32, 16, 8, 4, 2, 1):
-        candidate = median + bit
-        below = None
-        for view in views:
-            term = tf.cast(view < candidate, tf.int32)
-            below = term if below is None else below + term
-        median = tf.where(below <= half, candidate, median)
-    return tf.cast(median, tf.uint8)
+def _merge_pairs(lo: int, hi: int, r: int = 1):
+    """Batcher's odd-even merge of wires lo..hi (inclusive, a power of two of them), each half
+    sorted: comparators (i, j) that leave the smaller value on i."""
+    step = r * 2
+    if step < hi - lo:
+        yield from _merge_pairs(lo, hi, step)
+        yield from _merge_pairs(lo + r, hi, step)
+        yield from ((i, i + r) for i in range(lo + r, hi - r, step))
+    else:
+        yield (lo, lo + r)
 
 
 def _batcher_pairs(lo: int, hi: int):
     """Batcher's odd-even merge sort on wires lo..hi (inclusive, a power of two of them):
     comparators (i, j) that leave the smaller value on i."""
-
-    def merge(lo: int, hi: int, r: int):
-        step = r * 2
-        if step < hi - lo:
-            yield from merge(lo, hi, step)
-            yield from merge(lo + r, hi, step)
-            yield from ((i, i + r) for i in range(lo + r, hi - r, step))
-        else:
-            yield (lo, lo + r)
-
     if hi - lo >= 1:
         mid = lo + (hi - lo) // 2
         yield from _batcher_pairs(lo, mid)
         yield from _batcher_pairs(mid + 1, hi)
-        yield from merge(lo, hi, 1)
+        yield from _merge_pairs(lo, hi)
+
+
+# A wire of a comparator network: ("in", tensor index), _INF, or ("min"|"max", wire, wire): a
+# DAG over the inputs, emitted lazily (_Wires) so that only what the wanted outputs need
+# becomes graph ops. _INF pads a network to a power of two and resolves at trace time.
+_INF = ("inf",)
+
+
+def _network(wires: list[tuple], pairs) -> list[tuple]:
+    """`wires` after the comparators `pairs` (each leaves the smaller value on its first)."""
+    wires = list(wires)
+    for i, j in pairs:
+        a, b = wires[i], wires[j]
+        if b == _INF:
+            continue
+        if a == _INF:
+            wires[i], wires[j] = b, a
+            continue
+        wires[i], wires[j] = ("min", a, b), ("max", a, b)
+    return wires
+
+
+def _merged(a: list[tuple], b: list[tuple]) -> list[tuple]:
+    """The wires of two sorted wire lists merged into one sorted list (odd-even merge)."""
+    n = 1 << (max(len(a), len(b)) - 1).bit_length()
+    padded = [*a, *[_INF] * (n - len(a)), *b, *[_INF] * (n - len(b))]
+    return _network(padded, _merge_pairs(0, 2 * n - 1))[: len(a) + len(b)]
+
+
+class _Wires:
+    """Graph ops for wires over `values` (("in", k) is values[k]), each built once."""
+
+    def __init__(self, values: list[tf.Tensor]) -> None:
+        self.values = values
+        self.built: dict[tuple, tf.Tensor] = {}
+
+    def __call__(self, wire: tuple) -> tf.Tensor:
+        if wire not in self.built:
+            if wire[0] == "in":
+                self.built[wire] = self.values[wire[1]]
+            else:
+                op = tf.minimum if wire[0] == "min" else tf.maximum
+                self.built[wire] = op(self(wire[1]), self(wire[2]))
+        return self.built[wire]
+
+
+def _inputs(first: int, count: int) -> list[tuple]:
+    return [("in", k) for k in range(first, first + count)]
 
 
 def median_select(values: list[tf.Tensor]) -> tf.Tensor:
     """The elementwise median of an odd number of tensors, exact for any dtype: a sorting
     network of min/max, pruned to the ops the middle wire depends on (9 inputs: 40
-    min/max, 25 inputs: 202). Wires past the inputs hold +inf symbolically and resolve at
-    trace time."""
+    min/max, 25 inputs: 202)."""
     n = 1 << (len(values) - 1).bit_length()
-    # A wire is ("in", k), ("inf",) or ("min"|"max", a, b) over earlier wires: a DAG, emitted
-    # lazily from the median wire so that only what it needs becomes graph ops.
-    wires: list[tuple] = [("in", k) for k in range(len(values))] + [("inf",)] * (n - len(values))
-    for i, j in _batcher_pairs(0, n - 1):
-        a, b = wires[i], wires[j]
-        if b == ("inf",):
-            continue
-        if a == ("inf",):
-            wires[i], wires[j] = b, a
-            continue
-        wires[i], wires[j] = ("min", a, b), ("max", a, b)
-    built: dict[tuple, tf.Tensor] = {}
-
-    def emit(wire: tuple) -> tf.Tensor:
-        if wire not in built:
-            if wire[0] == "in":
-                built[wire] = values[wire[1]]
-            else:
-                op = tf.minimum if wire[0] == "min" else tf.maximum
-                built[wire] = op(emit(wire[1]), emit(wire[2]))
-        return built[wire]
-
-    return emit(wires[len(values) // 2])
+    wires = _network(_inputs(0, len(values)) + [_INF] * (n - len(values)), _batcher_pairs(0, n - 1))
+    return _Wires(values)(wires[len(values) // 2])
 
 
 def _sort3(a: tf.Tensor, b: tf.Tensor, c: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
@@ -340,17 +345,64 @@ def median_3x3(padded: tf.Tensor) -> tf.Tensor:
     return _median3(largest_low, _median3(*mid), smallest_high)
 
 
-def median(image: tf.Tensor, ksize: int) -> tf.Tensor:
-    """cv::medianBlur (BORDER_REPLICATE, as OpenCV) of any dtype: ksize 3 by sorted columns
-    (median_3x3), larger ones by a sorting network over the ksize x ksize shifted views; 16-bit
-    integers are sorted as int32 (ONNX runtimes have no 16-bit Min/Max)."""
+# An optimal sorting network of five wires (nine comparators).
+_SORT5 = ((0, 1), (3, 4), (2, 4), (2, 3), (0, 3), (0, 2), (1, 4), (1, 3), (1, 2))
+
+
+def median_5x5(padded: tf.Tensor) -> tf.Tensor:
+    """The median of each 5x5 window of a padded image (any size, any dtype with an order),
+    exact, in 90 min/max a pixel (a pruned sorting network of the 25 taps: 202), in stages
+    that each window shares with its neighbours:
+    1. each column of five sorted (9 comparators);
+    2. each pair of neighbouring columns merged into ten sorted values (odd-even merge, 26
+       min/max): the window at x holds the pairs at x and x + 2;
+    3. ranks 7-12 of those two pairs merged (36 min/max): the median's rank, 12, among the
+       window's first four columns and its fifth is one of these;
+    4. the 12th of 25 from those and the fifth column: the smallest over i of
+       max(quad[7 + i], fifth[4 - i]), and quad[12] (10 min/max).
+    Each stage is a few planes read at shifted columns by the next, so no chain of
+    compare-exchanges is deep enough to slow the compiler."""
+    rows = [B.along(padded, 0, B.window(t, 5)) for t in range(5)]
+    columns = _Wires(rows)
+    sorted_columns = [columns(w) for w in _network(_inputs(0, 5), _SORT5)]
+
+    def at(planes: list[tf.Tensor], start: int, taps: int) -> list[tf.Tensor]:
+        return [B.along(p, 1, B.window(start, taps)) for p in planes]
+
+    # The pairs at x and x + 2 merged from the sorted columns each window reads, then ranks
+    # 7-12 of the window's four first columns merged from them.
+    pair_wires = _merged(_inputs(0, 5), _inputs(5, 5))
+    pairs = [
+        _Wires(at(sorted_columns, start, 5) + at(sorted_columns, start + 1, 5)) for start in (0, 2)
+    ]
+    quad = _Wires([pair(w) for pair in pairs for w in pair_wires])
+    quad_wires = _merged(_inputs(0, 10), _inputs(10, 10))
+    fifth = at(sorted_columns, 4, 5)
+    terms = [quad(quad_wires[12])]
+    terms += [tf.maximum(quad(quad_wires[7 + i]), fifth[4 - i]) for i in range(5)]
+    median = terms[0]
+    for term in terms[1:]:
+        median = tf.minimum(median, term)
+    return median
+
+
+def median(image: tf.Tensor, ksize: int, native_16bit: bool = False) -> tf.Tensor:
+    """cv::medianBlur (BORDER_REPLICATE, as OpenCV) of any dtype: ksize 3 and 5 by sorted
+    columns (median_3x3, median_5x5), larger ones by a sorting network over the ksize x ksize
+    shifted views. 16-bit integers are sorted as int32 unless `native_16bit` (a backend with
+    16-bit min and max: ONNX Runtime has none, ONNX before opset 12 neither), at half the
+    vector lanes."""
     r = ksize // 2
-    work = tf.int32 if image.dtype in (tf.uint16, tf.int16) else image.dtype
-    padded = tf.cast(B.pad(image, r, r, r, r, B.BORDER_REPLICATE), work)
+    wide = image.dtype in (tf.uint16, tf.int16) and not native_16bit
+    padded = B.pad(image, r, r, r, r, B.BORDER_REPLICATE)
+    padded = tf.cast(padded, tf.int32) if wide else padded
     if ksize == 3:
-        return tf.cast(median_3x3(padded), image.dtype)
-    views = B.shifted_views(padded, ksize, ksize, _square(ksize))
-    return tf.cast(median_select(views), image.dtype)
+        out = median_3x3(padded)
+    elif ksize == 5:
+        out = median_5x5(padded)
+    else:
+        out = median_select(B.shifted_views(padded, ksize, ksize, _square(ksize)))
+    return tf.cast(out, image.dtype) if wide else out
 
 
 def canny_gradients(gray: tf.Tensor, aperture: int) -> tuple[tf.Tensor, tf.Tensor]:
@@ -437,13 +489,6 @@ def window_cols(x: tf.Tensor, k: int, weights=None) -> tf.Tensor:
     """window_rows along axis 1 (columns): the image transposed, its rows reduced, transposed
     back (a gather along the columns would leave only the channels to run as vectors)."""
     return _swap(window_rows(_swap(x), k, weights))
-
-
-def window_taps(x: tf.Tensor, offsets, kh: int, kw: int) -> tf.Tensor:
-    """The pixels at (dy, dx) of each window of a (kh, kw) kernel over the padded image `x`
-    (HW or HWC, of any size), for each (dy, dx) in `offsets`, stacked: shape
-    [len(offsets), H - kh + 1, W - kw + 1, ...], stored once for the reductions that read it."""
-    return tf.stack(B.shifted_views(x, kh, kw, offsets))
 
 
 def _square(ksize: int) -> list[tuple[int, int]]:
@@ -538,18 +583,3 @@ def _window_extreme(x, axis: int, k: int, start: int, width: int, pick, levels: 
         end = begin + p - k
         views.append(B.along(level(p), axis, slice(begin, end if end < 0 else None)))
     return views[0] if len(views) == 1 else pick(*views)
-
-
-def median_u8_counting(padded: tf.Tensor, ksize: int) -> tf.Tensor:
-    """median_u8's bit-by-bit search over a padded uint8 image with the window's pixels
-    gathered once and each bit's count a reduction over them: 8 loops of ksize^2 compares,
-    where median_u8's expression nests every bit's median in the next."""
-    offsets = [(dy, dx) for dy in range(ksize) for dx in range(ksize)]
-    taps = window_taps(tf.cast(padded, tf.int32), offsets, ksize, ksize)
-    half = len(offsets) // 2
-    median = tf.constant(0, tf.int32)  # broadcast by the first tf.where
-    for bit in (128, 64, 32, 16, 8, 4, 2, 1):
-        candidate = median + bit
-        below = tf.reduce_sum(tf.cast(taps < candidate[None], tf.int32), axis=0)
-        median = tf.where(below <= half, candidate, median)
-    return tf.cast(median, tf.uint8)

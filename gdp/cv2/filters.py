@@ -575,19 +575,19 @@ def medianBlur(src, ksize, dst=None):
         raise common.NotAccelerated(
             "only ksize 3 and 5 on uint8, uint16 and float32 are accelerated"
         )
-    # ksize 3: the median of sorted columns, one program for every size larger than the
-    # kernel. ksize 5 compiles per size: uint8's counting form (a reduction over its 25 stacked
-    # taps) TVM 0.27 fails to build over run-time extents ("Binding of variable rmod ...
-    # conflicts"), and the other dtypes' sorting network over a border computed inside the
-    # kernel took TVM's lowering over 8 minutes (16 s for static sizes).
-    free = _fits(src, ksize, ksize) and ksize == 3
-    return engine.call("medianBlur", _median, [src], {"ksize": int(ksize)}, dst, free=free)
+    # The median of sorted columns (F.median_3x3, F.median_5x5): one program for every size
+    # larger than the kernel.
+    free = _fits(src, ksize, ksize)
+    params = {"ksize": int(ksize), "native_16bit": _native_16bit()}
+    return engine.call("medianBlur", F.median, [src], params, dst, free=free)
 
 
-def _median(image, ksize):
-    import tensorflow as tf
+def _native_16bit() -> bool:
+    """Whether the current target computes 16-bit integer min and max (TVM does; ONNX
+    Runtime, the reference target's, has none)."""
+    from gdp.api import default_target
 
-    return (F.median_u8 if image.dtype == tf.uint8 and ksize > 3 else F.median)(image, ksize)
+    return default_target().backend.startswith("tvm")
 
 
 def _morph(src, kernel, anchor, dilate, iterations, border, border_value):

@@ -120,6 +120,9 @@ FILTERS = [
     ("median 3 uint8", lambda m, x: m.medianBlur(x, 3)),
     # Four values only: ties in every window, where a median by sorted columns could slip.
     ("median 3 float32 ties", lambda m, x: m.medianBlur((x[:, :, 0] // 64).astype(np.float32), 3)),
+    ("median 5 uint8", lambda m, x: m.medianBlur(x, 5)),
+    ("median 5 uint16", lambda m, x: m.medianBlur(x.astype(np.uint16) * 257 + 3, 5)),
+    ("median 5 float32 ties", lambda m, x: m.medianBlur((x[:, :, 1] // 64).astype(np.float32), 5)),
     ("canny gray", lambda m, x: m.Canny(x[:, :, 1].copy(), 50, 150)),
     (
         "canny 5 L2",
