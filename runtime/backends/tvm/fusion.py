@@ -189,7 +189,7 @@ def _constant_gather(func: tvm.tirx.PrimFunc, args: list[relax.Expr]) -> bool:
 
 # TOPI kernels TVM marks opaque where their input's extents are known only at run time, though
 # each is one spatial block that reads its input at computed indices (_generic_injective).
-_GENERIC_INJECTIVE = ("resize", "mirror_pad", "strided_slice", "concatenate")
+_GENERIC_INJECTIVE = ("resize", "mirror_pad", "strided_slice", "concatenate", "take")
 
 
 def _generic_injective(name: str, func: tvm.tirx.PrimFunc) -> bool:
