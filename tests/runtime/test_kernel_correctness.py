@@ -173,6 +173,45 @@ def test_constant_indices_in_range_stay_unchecked():
     np.testing.assert_array_equal(_gdp(model, {"x": x}), _oracle(model, {"x": x}))
 
 
+def _pair_lookup(table_size: int, scale: int):
+    # A table indexed by two uint8 images, as gdp.cv2's addWeighted looks its result up:
+    # index = int32(a) * scale + int32(b).
+    table = h.make_tensor(
+        "t", T.FLOAT, [table_size], (np.arange(table_size) % 1000).astype(np.float32).tolist()
+    )
+    factor = h.make_tensor("k", T.INT32, [], [scale])
+    nodes = [
+        h.make_node("Cast", ["a"], ["a32"], to=T.INT32),
+        h.make_node("Cast", ["b"], ["b32"], to=T.INT32),
+        h.make_node("Mul", ["a32", "k"], ["high"]),
+        h.make_node("Add", ["high", "b32"], ["i"]),
+        h.make_node("Gather", ["t", "i"], ["z"], axis=0),
+    ]
+    inputs = [_vi("a", [3, 7], T.UINT8), _vi("b", [3, 7], T.UINT8)]
+    return _model(nodes, inputs, [_vi("z", [3, 7])], [table, factor])
+
+
+@pytest.mark.parametrize(
+    ("table_size", "scale", "checked"),
+    [
+        (65536, 256, False),  # every index inside: no check, the gather fuses
+        (65535, 256, True),  # one short: the largest index would read past it
+        (1 << 16, 1 << 24, True),  # a product past int32's range wraps: unbounded
+    ],
+)
+def test_indices_bounded_by_their_arithmetic(table_size, scale, checked):
+    from gdp.runtime.backends.tvm import relax_import
+
+    model = _pair_lookup(table_size, scale)
+    mod = relax_import.import_onnx(model)
+    assert any("gdp_check_indices" in g.name_hint for g in mod.functions) == checked
+    if not checked:
+        rng = np.random.default_rng(3)
+        feeds = {n: rng.integers(0, 256, (3, 7), dtype=np.uint8) for n in ("a", "b")}
+        feeds["a"][0, 0] = feeds["b"][0, 0] = 255  # the largest index
+        np.testing.assert_array_equal(_gdp(model, feeds), _oracle(model, feeds))
+
+
 # -- NaN ---------------------------------------------------------------------------------------
 
 _X = np.array([[np.nan, 1, -1, np.nan, 0.5], [0, np.nan, 3, -2, np.inf]], np.float32)
