@@ -67,11 +67,16 @@ def __getattr__(name: str):
     own = ACCELERATED.get(name)
     if own is not None:
         return own
-    if any(key.startswith(f"{name}.") for key in ACCELERATED):
+    if name in {key.split(".")[0] for key in ACCELERATED if "." in key}:
         return _Submodule(name)
     # OpenCV's own name (a helper, a constant, a class): what gdp does not accelerate at all is
     # not a fallthrough, under GDP_CV2_STRICT=1 too (strict vets accelerated calls only).
-    return getattr(_cv2, name)
+    value = getattr(_cv2, name)
+    if type(value) is int:
+        # A constant (COLOR_BGR2GRAY, INTER_AREA): kept here, so that the next read of it
+        # does not come through this function (a few microseconds of each eager call).
+        globals()[name] = value
+    return value
 
 
 def __dir__() -> list[str]:
