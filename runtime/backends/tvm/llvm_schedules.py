@@ -599,6 +599,12 @@ def _schedule(func: tvm.tirx.PrimFunc, cores: int) -> tvm.s_tir.Schedule | None:
         done = _schedule_reductions(sch, cores)
     else:
         done = _schedule_generic(sch, cores)
+    shapes = [getattr(p.ty, "shape", None) or () for p in func.params]
+    if not done and any(not _is_static(d) for shape in shapes for d in shape):
+        # Meta-schedule's rewrite refuses run-time extents: the parametric schedule then, not
+        # TVM's default of one serial pass per block (a histogram's index computation over
+        # a 1080p image, its five elementwise blocks apart, took 26 ms).
+        raise _Symbolic("a kernel of run-time extents the static schedules leave")
     return sch if done else None
 
 
