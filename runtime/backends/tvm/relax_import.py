@@ -835,8 +835,9 @@ class _CheckedIndexMutator(relax.PyExprMutator):
 
     def _value_range(self, expr: relax.Expr, depth: int) -> tuple[int, int] | None:
         """[low, high] bounding every value of the integer tensor `expr`: a constant's own
-        values, a cast's or an input's type range, and add, subtract, multiply, minimum,
-        maximum and clip of bounded operands; None where unknown."""
+        values, a cast's or an input's type range, what a reshape or slice keeps of its
+        operand, and add, subtract, multiply, minimum, maximum and clip of bounded operands;
+        None where unknown."""
         ty = expr.ty if isinstance(expr.ty, relax.TensorType) else None
         own = _integer_range(str(ty.dtype.dtype)) if ty is not None else None
         if own is None or depth > _RANGE_DEPTH:
@@ -852,6 +853,8 @@ class _CheckedIndexMutator(relax.PyExprMutator):
         ranges = [self._value_range(a, depth + 1) for a in operands]
         if name not in _RANGE_OPS or any(r is None for r in ranges):
             return own
+        if name in _RANGE_KEPT:
+            return ranges[0]
         if name == "relax.astype":
             (inner,) = ranges
             # A value that does not fit the new type wraps to anywhere in it.
@@ -901,8 +904,18 @@ class _CheckedIndexMutator(relax.PyExprMutator):
 
 
 _CASTS = ("relax.astype", "relax.wrap_param")
+# Ops whose values are some of their first operand's (moved, repeated or dropped).
+_RANGE_KEPT = (
+    "relax.reshape",
+    "relax.expand_dims",
+    "relax.squeeze",
+    "relax.permute_dims",
+    "relax.broadcast_to",
+    "relax.strided_slice",
+)
 # The ops _value_range bounds through, and how deep it looks.
 _RANGE_OPS = (
+    *_RANGE_KEPT,
     "relax.astype",
     "relax.add",
     "relax.subtract",
