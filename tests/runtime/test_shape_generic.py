@@ -386,3 +386,36 @@ def test_storage_size_classes(per_octave):
     assert (got >= sizes).all() and (got % 4096 == 0).all()
     large = sizes >= 4096 * per_octave  # below, the page is the granule
     assert (got[large] < sizes[large] * (1 + 1 / per_octave)).all()
+
+
+@tf.function(input_signature=[tf.TensorSpec([None, None], tf.uint8, name="img")])
+def _histogram_lookup(img):
+    # A table computed from the image's histogram (a count added per pixel into its bin), then
+    # looked up for every pixel, as equalizeHist does.
+    flat = tf.reshape(tf.cast(img, tf.int32), [-1])
+    counts = tf.tensor_scatter_nd_add(
+        tf.zeros([256], tf.int32), tf.expand_dims(flat, 1), tf.ones_like(flat)
+    )
+    table = tf.cast(tf.minimum(counts * 7 + tf.range(256), 255), tf.uint8)
+    return {"counts": counts, "out": tf.gather(table, tf.cast(img, tf.int32))}
+
+
+def test_a_table_computed_in_the_program_is_looked_up_not_recomputed(tmp_path, monkeypatch):
+    # The lookup of a small computed table stays a kernel of its own (the table computed once),
+    # where a take of an image fuses as an injective op.
+    from gdp.runtime.backends.tvm import fusion
+
+    seen = []
+    lookups = fusion._computed_table_lookups
+    monkeypatch.setattr(
+        fusion, "_computed_table_lookups", lambda mod: seen.append(lookups(mod)) or seen[-1]
+    )
+    model = gdp.compile(_histogram_lookup, target="cpu", cache_dir=tmp_path, specialize="never")
+    assert model.report()["shapes_mode"] == "generic", model.report()["generic_error"]
+    assert any(found for found in seen), seen
+    for shape in [(1, 1), (7, 5), (97, 131), (480, 641)]:
+        x = _image(shape)[:, :, 0].copy()
+        got = model(x)
+        np.testing.assert_array_equal(got["counts"], np.bincount(x.ravel(), minlength=256))
+        np.testing.assert_array_equal(got["out"], _histogram_lookup(x)["out"].numpy())
+    assert model.report()["builds"] == 1

@@ -222,10 +222,49 @@ def _injective_when_generic(mod: tvm.IRModule) -> tvm.IRModule:
     length into its reflected borders and a middle of plain loads (_partition_borders): read
     through reflected indices at every tap, the fused 1080p Gaussian ran 15 ms, the pad apart
     9.8, the specialised kernel 3.5."""
+    lookups = _computed_table_lookups(mod)
     for gvar, func in list(mod.functions.items()):
+        if gvar.name_hint in lookups:
+            continue
         if isinstance(func, tvm.tirx.PrimFunc) and _generic_injective(gvar.name_hint, func):
             mod[gvar] = func.with_attr("op_pattern", _INJECTIVE)
     return mod
+
+
+# A take's data of at most this many elements, computed in the graph, is a table looked up.
+TABLE_ELEMENTS = 1 << 16
+
+
+def _computed_table_lookups(mod: tvm.IRModule) -> set[str]:
+    """The takes (by kernel name) that look a computed table up: their data a small static
+    tensor another kernel computes (equalizeHist's 256-entry table from the histogram). Fused
+    as injective, the table's computation would run again for every pixel that reads it (a
+    1080p equalizeHist's lookup took 11 ms); left opaque, the table is computed once. A take
+    of an image, or of a table the caller passes in (LUT, addWeighted), fuses as before."""
+    main = next((f for g, f in mod.functions.items() if g.name_hint == "main"), None)
+    if not isinstance(main, relax.Function) or not isinstance(main.body, relax.SeqExpr):
+        return set()
+    call_tir = tvm.ir.Op.get("relax.call_tir")
+    computed: set = set()
+    found: set[str] = set()
+    for block in main.body.blocks:
+        for binding in block.bindings:
+            value = binding.value
+            if not (isinstance(value, relax.Call) and value.op.same_as(call_tir)):
+                continue
+            computed.add(binding.var)
+            callee, args = value.args[0], list(value.args[1].fields)
+            if not callee.name_hint.startswith("take") or not args:
+                continue
+            data = args[0]
+            shape = data.ty.shape if isinstance(data.ty, relax.TensorType) else None
+            if not isinstance(shape, relax.ShapeExpr) or data not in computed:
+                continue
+            if not all(isinstance(d, tvm.tirx.IntImm) for d in shape.values):
+                continue
+            if int(np.prod([int(d) for d in shape.values])) <= TABLE_ELEMENTS:
+                found.add(callee.name_hint)
+    return found
 
 
 def _walk_loads(expr, buffer) -> bool:
