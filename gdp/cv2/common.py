@@ -284,3 +284,12 @@ class LazyModule:
 
             self._module = importlib.import_module(self._name)
         return getattr(self._module, attr)
+
+
+def tvm_target() -> bool:
+    """Whether the current target compiles through TVM (cpu, gpu), which takes ops that ONNX
+    Runtime (the reference target) or opset 13 (the NPU's) lack: 16-bit integer min and max,
+    ScatterND's reduction. Programs that use them pass it as a structural parameter."""
+    from gdp.api import default_target
+
+    return default_target().backend.startswith("tvm")

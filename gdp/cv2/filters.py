@@ -578,16 +578,10 @@ def medianBlur(src, ksize, dst=None):
     # The median of sorted columns (F.median_3x3, F.median_5x5): one program for every size
     # larger than the kernel.
     free = _fits(src, ksize, ksize)
-    params = {"ksize": int(ksize), "native_16bit": _native_16bit()}
+    # On TF tensors the graph is the user's, for whatever target: sorted as int32 there.
+    native = common.tvm_target() and not engine.is_graph_call(src)
+    params = {"ksize": int(ksize), "native_16bit": native}
     return engine.call("medianBlur", F.median, [src], params, dst, free=free)
-
-
-def _native_16bit() -> bool:
-    """Whether the current target computes 16-bit integer min and max (TVM does; ONNX
-    Runtime, the reference target's, has none)."""
-    from gdp.api import default_target
-
-    return default_target().backend.startswith("tvm")
 
 
 def _morph(src, kernel, anchor, dilate, iterations, border, border_value):

@@ -47,8 +47,8 @@ def _threshold(image, kind, thresh, maxval):
     return ops.threshold(image, thresh, maxval, kind)
 
 
-def _threshold_otsu(image, kind, maxval):
-    return ops.threshold_otsu(image, maxval, kind)
+def _threshold_otsu(image, kind, maxval, scatter=False):
+    return ops.threshold_otsu(image, maxval, kind, scatter)
 
 
 @common.accelerate("threshold")
@@ -80,8 +80,9 @@ def threshold(src, thresh, maxval, type, dst=None):
             return _threshold_otsu(src, kind, m)
         # One program for every size (the histogram normalised by its own sum, the pixel
         # count); maxval is a run-time input.
+        params = {"kind": kind, "scatter": common.tvm_target()}
         value, out = engine.run(
-            "threshold.otsu", _threshold_otsu, [src], {"kind": kind}, 2, {"maxval": m}, True
+            "threshold.otsu", _threshold_otsu, [src], params, 2, {"maxval": m}, True
         )
         return float(value), common.finish(out, dst)
     values = {"thresh": t, "maxval": m}
@@ -348,8 +349,8 @@ def _lut(image, table):
     return ops.lut(image, table)
 
 
-def _equalize_hist(image):
-    return ops.equalize_hist(image)
+def _equalize_hist(image, scatter=False):
+    return ops.equalize_hist(image, scatter)
 
 
 def _four(values) -> tuple[float, float, float, float]:
@@ -422,4 +423,7 @@ def equalizeHist(src, dst=None):
     src, graph = _src("equalizeHist", src)
     if _dtype(src) != "uint8" or common.channels(src) != 1:
         raise common.error("equalizeHist", "_src.type() == CV_8UC1")
-    return engine.call("equalizeHist", _equalize_hist, [src], {}, dst, free=True)
+    if graph:
+        return _equalize_hist(src)
+    params = {"scatter": common.tvm_target()}
+    return engine.call("equalizeHist", _equalize_hist, [src], params, dst, free=True)
