@@ -193,13 +193,15 @@ _GENERIC_INJECTIVE = ("resize", "mirror_pad", "strided_slice", "concatenate", "t
 
 
 def _generic_injective(name: str, func: tvm.tirx.PrimFunc) -> bool:
-    """Whether a kernel is TOPI's resize or mirror pad of an input whose extents are known only
-    at run time (shape-generic models): one spatial block reading its input at computed
-    indices, which TVM marks opaque. It then ran alone: a resize after its producers stored the
-    whole input (a cast, a transpose to NCHW; 35 ms at 1080p where the specialised model's
-    fused gathers took 0.7), a reflected pad before the stencil that reads it (the specialised
-    model fuses it: 13 ms more for a 1080p Gaussian). Classified as the injective op it is, it
-    fuses as with static shapes (a computing gather is one-to-one, a pad one-to-many)."""
+    """Whether a kernel is one of _GENERIC_INJECTIVE (TOPI's resize, mirror pad, slice,
+    concat, take) of an input whose extents are known only at run time (shape-generic models):
+    one spatial block reading its input at computed indices, which TVM marks opaque. It then
+    ran alone: a resize after its producers stored the whole input (a cast, a transpose to
+    NCHW; 35 ms at 1080p where the specialised model's fused gathers took 0.7), a reflected pad
+    before the stencil that reads it (the specialised model fuses it: 13 ms more for a 1080p
+    Gaussian), gdp.cv2's resize passes (takes of run-time tables) each in a kernel of their
+    own. Classified as the injective op it is, it fuses as with static shapes (a computing
+    gather is one-to-one, a pad one-to-many)."""
     if not name.startswith(_GENERIC_INJECTIVE) or func.attrs is None:
         return False
     if not any(not isinstance(d, tvm.tirx.IntImm) for param in func.params for d in param.ty.shape):
