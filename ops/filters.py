@@ -351,17 +351,17 @@ _SORT5 = ((0, 1), (3, 4), (2, 4), (2, 3), (0, 3), (0, 2), (1, 4), (1, 3), (1, 2)
 
 def median_5x5(padded: tf.Tensor) -> tf.Tensor:
     """The median of each 5x5 window of a padded image (any size, any dtype with an order),
-    exact, in 90 min/max a pixel (a pruned sorting network of the 25 taps: 202), in stages
-    that each window shares with its neighbours:
-    1. each column of five sorted (9 comparators);
-    2. each pair of neighbouring columns merged into ten sorted values (odd-even merge, 26
-       min/max): the window at x holds the pairs at x and x + 2;
+    exact, in 116 min/max a pixel (a pruned sorting network of the 25 taps: 202):
+    1. each column of five sorted (9 comparators), stored: every window holding it shares it;
+    2. the window's pairs of columns at x and x + 2 each merged into ten sorted values (odd-even
+       merge, 26 min/max each), from the sorted columns at shifted positions;
     3. ranks 7-12 of those two pairs merged (36 min/max): the median's rank, 12, among the
        window's first four columns and its fifth is one of these;
     4. the 12th of 25 from those and the fifth column: the smallest over i of
        max(quad[7 + i], fifth[4 - i]), and quad[12] (10 min/max).
-    Each stage is a few planes read at shifted columns by the next, so no chain of
-    compare-exchanges is deep enough to slow the compiler."""
+    Only the sorted columns are stored (stored pairs too made ten more planes of memory traffic:
+    a 480x640 float32 median 7.1 ms, against 3.3 recomputed), and no chain of compare-exchanges
+    is deep enough to slow the compiler."""
     rows = [B.along(padded, 0, B.window(t, 5)) for t in range(5)]
     columns = _Wires(rows)
     sorted_columns = [columns(w) for w in _network(_inputs(0, 5), _SORT5)]

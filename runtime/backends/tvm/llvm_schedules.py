@@ -599,8 +599,9 @@ def _schedule(func: tvm.tirx.PrimFunc, cores: int) -> tvm.s_tir.Schedule | None:
         done = _schedule_reductions(sch, cores)
     else:
         done = _schedule_generic(sch, cores)
-    shapes = [getattr(p.ty, "shape", None) or () for p in func.params]
-    if not done and any(not _is_static(d) for shape in shapes for d in shape):
+    if not done and any(
+        not _is_static(d) for p in func.params for d in getattr(p.ty, "shape", None) or ()
+    ):
         # Meta-schedule's rewrite refuses run-time extents: the parametric schedule then, not
         # TVM's default of one serial pass per block (a histogram's index computation over
         # a 1080p image, its five elementwise blocks apart, took 26 ms).
