@@ -134,6 +134,10 @@ def to_hsv(image: tf.Tensor, bidx: int) -> tf.Tensor:
         sdiv, hdiv = _hsv_tables()
         half = 1 << (_HSV_SHIFT - 1)
         scale = 1 << _HSV_SHIFT
+        # diff lies in [0, 255]; the clip (no-op) says so to the compiler, whose interval
+        # arithmetic sees max - min as [-255, 255]: a proved index needs no run-time check,
+        # and the lookup fuses with what computes it.
+        diff = tf.clip_by_value(diff, 0, 255)
         s = (diff * tf.gather(tf.constant(sdiv), v) + half) // scale
         h = tf.where(
             tf.equal(v, r), g - b, tf.where(tf.equal(v, g), b - r + 2 * diff, r - g + 4 * diff)

@@ -2,10 +2,10 @@
 one program (issue 19): resize and dnn.blobFromImage (the interpolation tables run-time inputs),
 erode, dilate, morphologyEx, medianBlur, Canny on gray images and copyMakeBorder (borders padded
 for any size), equalizeHist and Otsu (normalised by the histogram's own sum), mean and
-meanStdDev (the pixel count from the run's shape), minMaxLoc (ArgMin and ArgMax), uint8
-addWeighted (its two operands one size in the program). Each size is checked against OpenCV;
-the sizes are random, so that they move the generic kernels' strip and vector boundaries. A size
-called often still gets a program of its own (resize)."""
+meanStdDev (the pixel count from the run's shape), cvtColor to HSV, minMaxLoc (ArgMin and
+ArgMax), uint8 addWeighted (its two operands one size in the program). Each size is checked
+against OpenCV; the sizes are random, so that they move the generic kernels' strip and vector
+boundaries. A size called often still gets a program of its own (resize)."""
 
 import threading
 
@@ -212,6 +212,9 @@ OTHERS = [
     ("equalizeHist", lambda m, x: m.equalizeHist(x[:, :, 0].copy())),
     ("Otsu", lambda m, x: m.threshold(x[:, :, 2].copy(), 0, 200, m.THRESH_BINARY | m.THRESH_OTSU)),
     ("addWeighted uint8", lambda m, x: m.addWeighted(x, 0.3, x[::-1].copy(), 0.7, 5)),
+    # Its table lookups run in vectors along each row, a partial vector at the row's end.
+    ("cvtColor BGR2HSV", lambda m, x: m.cvtColor(x, m.COLOR_BGR2HSV)),
+    ("cvtColor RGB2HSV", lambda m, x: m.cvtColor(x, m.COLOR_RGB2HSV)),
     ("mean", lambda m, x: np.array(m.mean(x))),
     ("meanStdDev", lambda m, x: np.concatenate(m.meanStdDev(x))),
 ]
