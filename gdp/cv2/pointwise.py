@@ -300,13 +300,41 @@ def _mean_std(image):
     """ops.mean_std with the pixel count taken at run time: the same arithmetic."""
     import tensorflow as tf
 
-    channels = 1 if image.shape.rank == 2 else image.shape[-1]
-    x = tf.reshape(tf.cast(image, tf.float64), [-1, channels])
     scale = _pixels(image)
-    mean = tf.reduce_sum(x, axis=0) * scale
-    sq = tf.reduce_sum(x * x, axis=0) * scale
+    if image.dtype.is_integer:
+        mean, sq = (total * scale for total in _integer_sums(image))
+    else:
+        channels = 1 if image.shape.rank == 2 else image.shape[-1]
+        x = tf.reshape(tf.cast(image, tf.float64), [-1, channels])
+        mean = tf.reduce_sum(x, axis=0) * scale
+        sq = tf.reduce_sum(x * x, axis=0) * scale
     std = tf.sqrt(tf.maximum(sq - mean * mean, 0.0))
     return mean[:, tf.newaxis], std[:, tf.newaxis]
+
+
+def _integer_sums(image):
+    """The per-channel sums of an 8- or 16-bit integer image's values and of their squares,
+    as float64 holding the exact integers (OpenCV's sums are exact too; below 2^53, which a
+    uint16 image's squares reach past 2 Gpx): each row summed in int64, then the rows in
+    float64. Integer additions vectorise in any order and cost one
+    cycle; the float64 sums of every pixel, added in order, ran at the adder's latency (a
+    1080p BGR meanStdDev 8.4 ms, against OpenCV's 1.8)."""
+    import tensorflow as tf
+
+    planes = [image] if image.shape.rank == 2 else [image[:, :, c] for c in range(image.shape[-1])]
+    wide = tf.int64 if image.dtype == tf.uint16 else tf.int32  # x * x of a uint16 overflows int32
+    totals = []
+    for square in (False, True):
+        per_channel = []
+        for plane in planes:
+            # Each channel's plane summed along its rows: a reduction of the innermost axis,
+            # which runs in vector lanes of partial sums (a sum over rows and columns with the
+            # channels innermost ran unscheduled).
+            x = tf.cast(plane, wide)
+            rows = tf.reduce_sum(tf.cast(x * x if square else x, tf.int64), axis=1)
+            per_channel.append(tf.reduce_sum(tf.cast(rows, tf.float64)))
+        totals.append(tf.stack(per_channel))
+    return totals
 
 
 def _mean_channels(image):

@@ -81,3 +81,30 @@ def test_dst_in_place():
     dst = np.empty_like(src)
     assert gcv2.equalizeHist(src, dst=dst) is dst
     np.testing.assert_array_equal(dst, cv2.equalizeHist(src))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.uint16, np.int16])
+def test_mean_std_dev_of_integers_is_exact(dtype):
+    # Integer images are summed in integers (rows in int64): the sums are the exact integers,
+    # as OpenCV's. The oracle: NumPy's int64 sums, scaled as OpenCV scales them. Extremes
+    # (every pixel at the type's maximum) and random values; gray, 3 and 4 channels; sizes
+    # that move the row-sum vectors' tails.
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(7)
+    for shape in [(61, 203, 3), (97, 131), (33, 17, 4), (540, 961, 3)]:
+        for extreme in (False, True):
+            x = rng.integers(info.min, int(info.max) + 1, shape, dtype=dtype)
+            if extreme:
+                x[:] = info.max
+            mean, std = gcv2.meanStdDev(x)
+            flat = x.reshape(shape[0] * shape[1], -1).astype(np.int64)
+            scale = 1.0 / flat.shape[0]
+            want_mean = flat.sum(0) * scale
+            square = (flat * flat).sum(0) * scale
+            want_std = np.sqrt(np.maximum(square - want_mean * want_mean, 0.0))
+            np.testing.assert_array_equal(mean.ravel(), want_mean)
+            # sq - mean^2 may round once less (a fused multiply-add): an ulp of the variance
+            np.testing.assert_allclose(std.ravel(), want_std, rtol=1e-13, atol=1e-5)
+            ref_mean, ref_std = cv2.meanStdDev(x)
+            np.testing.assert_array_equal(mean, ref_mean)
+            np.testing.assert_allclose(std, ref_std, rtol=1e-12, atol=1e-5)
