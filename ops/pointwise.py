@@ -40,17 +40,20 @@ def _f32(x: tf.Tensor) -> tf.Tensor:
 def threshold(image: tf.Tensor, thresh, maxval, kind: int) -> tf.Tensor:
     """cv2.threshold's dst for THRESH_BINARY .. TOZERO_INV. `thresh` and `maxval` are numbers or
     scalar tensors; for uint8, the caller passes floor(thresh) and round(maxval) (OpenCV's)."""
+    x = image
+    zero = tf.zeros_like(x)
     if image.dtype == tf.uint8:
-        x = tf.cast(image, tf.int32)
-        t = tf.clip_by_value(tf.cast(thresh, tf.int32), -1, 255)
-        m = tf.clip_by_value(tf.cast(maxval, tf.int32), 0, 255)
-        zero = tf.zeros_like(x)
+        # Compared and chosen in uint8 (64 pixels a vector, where int32 held 16): a threshold
+        # of -1 (every pixel above) is clipped to 0 and said apart; maxval's and the
+        # threshold's clips are OpenCV's.
+        t_int = tf.clip_by_value(tf.cast(thresh, tf.int32), -1, 255)
+        t = tf.cast(tf.maximum(t_int, 0), tf.uint8)
+        m = tf.cast(tf.clip_by_value(tf.cast(maxval, tf.int32), 0, 255), tf.uint8)
+        above = (x > t) | (t_int < 0)
     else:
-        x = image
         t = tf.cast(thresh, image.dtype)
         m = tf.cast(maxval, image.dtype)
-        zero = tf.zeros_like(x)
-    above = x > t
+        above = x > t
     if kind == THRESH_BINARY:
         out = tf.where(above, m + zero, zero)
     elif kind == THRESH_BINARY_INV:
@@ -61,9 +64,7 @@ def threshold(image: tf.Tensor, thresh, maxval, kind: int) -> tf.Tensor:
         out = tf.where(above, x, zero)
     else:
         out = tf.where(above, zero, x)
-    if image.dtype == tf.uint8:
-        out = tf.clip_by_value(out, 0, 255)
-    return tf.cast(out, image.dtype)
+    return out
 
 
 def histogram_u8(image: tf.Tensor, scatter: bool = False) -> tf.Tensor:
