@@ -108,3 +108,16 @@ def test_mean_std_dev_of_integers_is_exact(dtype):
             ref_mean, ref_std = cv2.meanStdDev(x)
             np.testing.assert_array_equal(mean, ref_mean)
             np.testing.assert_allclose(std, ref_std, rtol=1e-12, atol=1e-5)
+
+
+def test_uint8_threshold_at_the_edges_of_its_range():
+    # uint8 compares in uint8: thresholds below 0 (every pixel above), between levels, at and
+    # past 255, and maxvals outside [0, 255], for each kind, against OpenCV.
+    x = np.random.default_rng(0).integers(0, 256, (37, 41), dtype=np.uint8)
+    x[0, :3] = [0, 255, 1]
+    for t in (-5, -1, -0.5, 0, 0.5, 127, 254.9, 255, 300):
+        for m in (-3, 0, 100.5, 255, 300):
+            for kind in range(5):
+                got, want = gcv2.threshold(x, t, m, kind), cv2.threshold(x, t, m, kind)
+                assert got[0] == want[0], (t, m, kind)
+                np.testing.assert_array_equal(got[1], want[1], err_msg=f"{(t, m, kind)}")
