@@ -362,3 +362,29 @@ def test_checked_gathers_from_tables_of_different_sizes():
     model = _model(nodes, [_vi("i", [5], T.INT64)], [_vi("y", [5])], [small, large])
     feeds = {"i": np.array([0, 255, -1, 7, -256])}
     np.testing.assert_array_equal(_gdp(model, feeds), _oracle(model, feeds))
+
+
+@pytest.mark.parametrize("width", [15, 16, 17, 33, 641])
+@pytest.mark.parametrize("dtype", [T.UINT8, T.FLOAT])
+def test_channels_chosen_by_channel_match_onnxruntime(width, dtype):
+    # HWC rows whose channels are reordered (a reversed channel axis, a concat of planes)
+    # or chosen from computed values (Where on a channel's mask) run as one vector pass per
+    # channel: widths below, at and past the 16 pixels of a vector, and with a partial last
+    # vector.
+    shape = [9, width, 3]
+    reverse = h.make_tensor("rev", T.INT64, [3], [2, 1, 0])
+    mask = h.make_tensor("mask", T.BOOL, [3], [True, False, True])
+    nodes = [
+        h.make_node("Gather", ["x", "rev"], ["swapped"], axis=2),
+        h.make_node("Split", ["x"], ["b", "g", "r"], axis=2, num_outputs=3),
+        h.make_node("Concat", ["g", "r", "b"], ["planes"], axis=2),
+        h.make_node("Add", ["swapped", "planes"], ["both"]),
+        h.make_node("Where", ["mask", "both", "x"], ["y"]),
+    ]
+    model = _model(nodes, [_vi("x", shape, dtype)], [_vi("y", shape, dtype)], [reverse, mask])
+    rng = np.random.default_rng(width)
+    if dtype == T.UINT8:
+        x = rng.integers(0, 128, shape, dtype=np.uint8)
+    else:
+        x = rng.standard_normal(shape).astype(np.float32)
+    np.testing.assert_array_equal(_gdp(model, {"x": x}), _oracle(model, {"x": x}))
