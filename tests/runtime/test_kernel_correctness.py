@@ -368,9 +368,9 @@ def test_checked_gathers_from_tables_of_different_sizes():
 @pytest.mark.parametrize("dtype", [T.UINT8, T.FLOAT])
 def test_channels_chosen_by_channel_match_onnxruntime(width, dtype):
     # HWC rows whose channels are reordered (a reversed channel axis, a concat of planes)
-    # or chosen from computed values (Where on a channel's mask) run as one vector pass per
-    # channel: widths below, at and past the 16 pixels of a vector, and with a partial last
-    # vector.
+    # or chosen from computed values (Where on a channel's mask) run as a loop of pixels with
+    # the channels unrolled (llvm_schedules._unrolled_channels), at widths around LLVM's
+    # vector lengths.
     shape = [9, width, 3]
     reverse = h.make_tensor("rev", T.INT64, [3], [2, 1, 0])
     mask = h.make_tensor("mask", T.BOOL, [3], [True, False, True])
