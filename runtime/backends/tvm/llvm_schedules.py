@@ -232,11 +232,7 @@ def _symbolic_rows(sch: tvm.s_tir.Schedule, block, spatial: int, cores: int) -> 
         channel = _is_static(last) and int(last) <= MAX_CHANNELS and spatial >= 3
         inner = 2 if channel else 1
         outer, row = loops[: spatial - inner], loops[spatial - inner : spatial]
-        if (
-            channel
-            and not _reads_borders(stmt, spatial - 2)
-            and not _channels_contiguous(stmt, int(last))
-        ):
+        if channel and _across_channels(stmt, int(last)):
             # The row's pixels a plain loop and its channels unrolled inside it, not one
             # loop of pixels x channels: in that loop every index is j // channels and
             # j % channels, and a value chosen by channel (a channel swap, a flip: slices
@@ -1060,53 +1056,44 @@ def _vectorize_block_row(sch: tvm.s_tir.Schedule, block, loops: list) -> None:
         inner = inner or 1
         sch.reorder(*spatial[:-inner], *reduction, *spatial[-inner:])
         loops = spatial[-inner:]
-    elif _byte_gathers_by_pixel(sch, block, loops) or _unrolled_channels(sch, block, loops):
+    elif _unrolled_channels(sch, block, loops):
         return
     _vectorize_row(sch, loops)
 
 
 def _unrolled_channels(sch: tvm.s_tir.Schedule, block, loops: list) -> bool:
-    """A static HWC row whose channels are chosen by channel or read at other channels (a
-    channel swap, a concat of planes, HSV's sectors; not a stencil reading through borders, nor
-    a row whose loads are each at the pixel's own channel: _channels_contiguous) as a plain
-    loop of pixels, the channels unrolled inside it, for LLVM's loop vectorizer, as
-    _symbolic_rows does for run-time extents (True; else nothing is scheduled). In vectors of
-    pixels x channels, each lane picked its channel's value through the channel's select chain:
-    at 1080p, a channel swap took 1.5 ms (0.16 now), gdp.cv2's HSV2BGR 25 ms (5), and
-    tf.image.hsv_to_rgb 4.3 ms (1.6). TVM vectors of 16 pixels per channel were as fast on the
-    first two and 3x slower on the third."""
+    """A static HWC row as a plain loop of pixels, the channels unrolled inside it, for LLVM's
+    loop vectorizer (True; else nothing is scheduled), where vectors of pixels x channels did
+    badly:
+    - the row gathers 8- or 16-bit values at computed positions: each lane computed its pixel's
+      source position again and LLVM loaded the bytes lane by lane (_wide_gathers); per pixel
+      the position is computed once for its channels (a 1080p BGR resize to 1/3: LINEAR 0.20
+      -> 0.16 ms, CUBIC 0.30 -> 0.21; warpAffine LINEAR's blend 34 -> 29 ms);
+    - its channels are chosen by channel or read at other channels (_across_channels): each
+      lane picked its channel's value through the channel's select chain (at 1080p a channel
+      swap 1.5 -> 0.16 ms, gdp.cv2's HSV2BGR 25 -> 5, tf.image.hsv_to_rgb 4.3 -> 1.6; TVM
+      vectors of 16 pixels per channel were as fast on the first two, 3x slower on the third).
+    _symbolic_rows does the same for rows of run-time extents."""
     stmt = sch.get(block)
     if len(loops) < 2 or not isinstance(stmt.body, tvm.tirx.BufferStore):
         return False
     last = sch.get(loops[-1]).extent
     if not (_is_static(last) and int(last) <= MAX_CHANNELS):
         return False
-    if _reads_borders(stmt, len(stmt.iter_vars) - 2) or _channels_contiguous(stmt, int(last)):
+    gathers = any(_computed(i) for load in _all_loads(stmt.body.value) for i in load.indices)
+    if not (gathers and not _wide_gathers(stmt)) and not _across_channels(stmt, int(last)):
         return False
     sch.unroll(loops[-1])
     return True
 
 
-def _byte_gathers_by_pixel(sch: tvm.s_tir.Schedule, block, loops: list) -> bool:
-    """A row of pixels x channels (HWC) that gathers 8- or 16-bit values at computed positions
-    as a plain loop of pixels, each pixel's channels unrolled (True; else nothing scheduled).
-    In vectors of pixels x channels, each lane computed its pixel's source position again and
-    LLVM loaded the bytes lane by lane (_wide_gathers); per pixel, the position is computed
-    once for its channels (a 1080p BGR resize to 1/3: LINEAR 0.20 -> 0.16 ms, CUBIC 0.30 ->
-    0.21; warpAffine LINEAR's blend 34 -> 29 ms)."""
-    stmt = sch.get(block)
-    if len(loops) < 2 or not isinstance(stmt.body, tvm.tirx.BufferStore):
-        return False
-    last = sch.get(loops[-1]).extent
-    if not (_is_static(last) and int(last) <= MAX_CHANNELS):
-        return False
-    body = stmt.body.value
-    if not any(_computed(i) for load in _all_loads(body) for i in load.indices):
-        return False
-    if _wide_gathers(stmt):
-        return False
-    sch.unroll(loops[-1])
-    return True
+def _across_channels(stmt, channels: int) -> bool:
+    """Whether a block over (..., pixels, channels) chooses values by channel or reads other
+    channels (a swap, a concat of planes): not a stencil reading through borders, which
+    _partition_borders cuts as one row, nor a row whose every load is at the pixel's own
+    channel, which one loop reads contiguously (_channels_contiguous)."""
+    pixel_axis = len(stmt.iter_vars) - 2
+    return not _reads_borders(stmt, pixel_axis) and not _channels_contiguous(stmt, channels)
 
 
 def _multi_buffer_reduction(sch: tvm.s_tir.Schedule, block) -> bool:
