@@ -61,32 +61,56 @@ def _indent(text: str, spaces: int) -> str:
     return "".join(" " * spaces + line if line.strip() else line for line in text.splitlines(True))
 
 
-SOURCE = (
-    """
+def _source(from_maps: bool) -> str:
+    """The kernel: from the candidate and strong maps (it writes the level map into `out`
+    first), or from a level map already in `out` (gdp.runtime.canny's)."""
+    maps = (
+        """    candidates_handle: T.handle,
+    strong_handle: T.handle,
+"""
+        if from_maps
+        else ""
+    )
+    match_maps = (
+        """    candidates = T.match_buffer(candidates_handle, (h, w), "uint8", align=1)
+    strong = T.match_buffer(strong_handle, (h, w), "uint8", align=1)
+"""
+        if from_maps
+        else ""
+    )
+    first_pass = (
+        """    for y in range(h):
+        for x in range(w):
+            m[y, x] = candidates[y, x] + (candidates[y, x] & strong[y, x])
+"""
+        if from_maps
+        else ""
+    )
+    return (
+        """
 @T.prim_func
 def hysteresis(
-    candidates_handle: T.handle,
-    strong_handle: T.handle,
-    out_handle: T.handle,
+"""
+        + maps
+        + """    out_handle: T.handle,
     stack_handle: T.handle,
 ):
     T.func_attr({"global_symbol": "hysteresis", "tir.noalias": True})
     h = T.int32()
     w = T.int32()
     n = T.int32()
-    candidates = T.match_buffer(candidates_handle, (h, w), "uint8", align=1)
-    strong = T.match_buffer(strong_handle, (h, w), "uint8", align=1)
-    m = T.match_buffer(out_handle, (h, w), "uint8", align=1)
+"""
+        + match_maps
+        + """    m = T.match_buffer(out_handle, (h, w), "uint8", align=1)
     stack = T.match_buffer(stack_handle, (n,), "int32", align=4)
     flat = T.decl_buffer((h * w,), "uint8", data=m.data, align=1)
     # (hysteresis() hands the kernel an output 8-byte aligned)
     words = T.decl_buffer((h * w // 8,), "uint64", data=m.data, align=1)
     top = T.alloc_buffer((1,), "int32", scope="local")
     row = T.alloc_buffer((2,), "int32", scope="local")  # the scan's row, its first pixel
-    for y in range(h):
-        for x in range(w):
-            m[y, x] = candidates[y, x] + (candidates[y, x] & strong[y, x])
-    row[0] = 0
+"""
+        + first_pass
+        + """    row[0] = 0
     row[1] = 0
     for k in range(h * w // 8):
         # Whether a byte of the word is 2: a byte of word ^ 0x02.. is 0 (the zero-byte test).
@@ -97,15 +121,19 @@ def hysteresis(
         ) != T.uint64(0):
             for j in range(8):
 """
-    + _indent(_FLOOD.format(p="k * 8 + j"), 16)
-    + """    for t in range(h * w - h * w // 8 * 8):  # the bytes past the last whole word
+        + _indent(_FLOOD.format(p="k * 8 + j"), 16)
+        + """    for t in range(h * w - h * w // 8 * 8):  # the bytes past the last whole word
 """
-    + _indent(_FLOOD.format(p="h * w // 8 * 8 + t"), 8)
-    + """    for y in range(h):
+        + _indent(_FLOOD.format(p="h * w // 8 * 8 + t"), 8)
+        + """    for y in range(h):
         for x in range(w):
             m[y, x] = T.if_then_else(m[y, x] == T.uint8(255), T.uint8(255), T.uint8(0))
 """
-)
+    )
+
+
+SOURCE = _source(from_maps=True)
+LEVELS_SOURCE = _source(from_maps=False)
 
 # Stack entries and flat offsets are int32.
 MAX_PIXELS = (1 << 30) - 1
@@ -165,6 +193,42 @@ def hysteresis(
     else:
         _run(candidates, strong, out)
     return out
+
+
+def flood_levels(levels: np.ndarray) -> np.ndarray:
+    """cv2.Canny's edges from a level map (2-D uint8, 0: no candidate, 1: a weak one, 2: a
+    strong one; C-contiguous, writeable and 8-byte aligned, as gdp.runtime.canny.canny_levels
+    makes it), flooded in place and returned. Values other than 0, 1 and 2 are not checked: the
+    kernel stays memory-safe on them, but its edges are then not Canny's."""
+    import tvm_ffi
+
+    from gdp.runtime.backends.tvm import thread_pool
+    from gdp.runtime.backends.tvm.kernels import host_kernel
+
+    if not (
+        isinstance(levels, np.ndarray)
+        and levels.dtype == np.uint8
+        and levels.ndim == 2
+        and levels.flags.c_contiguous
+        and levels.flags.writeable
+        and levels.ctypes.data % 8 == 0
+    ):
+        raise InputError(
+            "flood_levels: expected a writeable, C-contiguous, 8-byte aligned 2-D uint8 level"
+            f" map, got {_describe(levels)}"
+        )
+    if levels.size > MAX_PIXELS:
+        raise InputError(
+            f"flood_levels: the map has {levels.size} pixels, more than the {MAX_PIXELS}"
+            " the kernel indexes"
+        )
+    if not levels.size:
+        return levels
+    kernel = host_kernel("hysteresis_levels", LEVELS_SOURCE)
+    thread_pool.before_run()
+    stack = np.empty(2 * levels.size, np.int32)
+    kernel(*(tvm_ffi.from_dlpack(a, require_contiguous=True) for a in (levels, stack)))
+    return levels
 
 
 def _describe(array) -> str:

@@ -778,6 +778,10 @@ def Canny(image, threshold1, threshold2, edges=None, apertureSize=3, L2gradient=
     # Aperture 7's gradients are scaled by 1/16 (see canny_gradients), its thresholds too.
     scale = 16.0 if apertureSize == 7 else 1.0
     low, high = _canny_thresholds(threshold1 / scale, threshold2 / scale, bool(L2gradient))
+    if not all(-(1 << 31) <= t < (1 << 31) for t in (low, high)):
+        # canny.cpp's cvFloor of a threshold outside int's range is undefined in C (on x86 it
+        # gives INT_MIN, or INT_MAX below it): OpenCV's own answers such a call.
+        raise common.NotAccelerated(f"thresholds {low}, {high} do not fit OpenCV's int")
     params = dict(l2=bool(L2gradient), aperture=int(apertureSize))
     values = {"low": low, "high": high}
     if engine.is_graph_call(image):
@@ -786,13 +790,21 @@ def Canny(image, threshold1, threshold2, edges=None, apertureSize=3, L2gradient=
             "graph mode: hysteresis is a serial flood fill, which gdp runs eagerly;"
             " call Canny on arrays",
         )
-    from gdp.runtime import hysteresis
+    from gdp.runtime import canny, hysteresis
 
     if image.shape[0] * image.shape[1] > hysteresis.MAX_PIXELS:
         raise common.NotAccelerated(
             f"{image.shape[0]}x{image.shape[1]} is more than the {hysteresis.MAX_PIXELS} pixels"
             " gdp's hysteresis kernel indexes"
         )
+    if image.ndim == 2 and apertureSize == 3:
+        # Gray with the 3x3 Sobel: one hand TIR kernel to the level map, flooded in place (in
+        # `edges` where it fits and is not the image: the kernel's strips read rows that
+        # others have written by then).
+        spare = isinstance(edges, np.ndarray) and not np.may_share_memory(edges, image)
+        levels = canny.canny_levels(image, low, high, bool(L2gradient), edges if spare else None)
+        hysteresis.flood_levels(levels)
+        return levels if levels is edges else common.finish(levels, edges)
     # One program for every gray image larger than the widest aperture; a colour image's
     # program (a reduction over the channels' stacked gradients) fails to build over run-time
     # extents in TVM 0.27, as medianBlur's k5 counting does: one per size.

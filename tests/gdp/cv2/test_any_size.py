@@ -123,7 +123,7 @@ FILTERS = [
     ("median 5 uint8", lambda m, x: m.medianBlur(x, 5)),
     ("median 5 uint16", lambda m, x: m.medianBlur(x.astype(np.uint16) * 257 + 3, 5)),
     ("median 5 float32 ties", lambda m, x: m.medianBlur((x[:, :, 1] // 64).astype(np.float32), 5)),
-    ("canny gray", lambda m, x: m.Canny(x[:, :, 1].copy(), 50, 150)),
+    ("canny gray aperture 5", lambda m, x: m.Canny(x[:, :, 1].copy(), 40, 200, apertureSize=5)),
     (
         "canny 5 L2",
         lambda m, x: m.Canny(x[:, :, 2].copy(), 100, 400, apertureSize=5, L2gradient=True),
@@ -141,6 +141,20 @@ def test_one_filter_program_serves_every_size(name, call):
             np.testing.assert_array_equal(call(cv2, image), call(real, image))
 
     assert _compilations(run) == 1
+
+
+def test_gray_canny_compiles_no_program_at_any_size():
+    """Gray Canny with the 3x3 Sobel runs gdp.runtime.canny's kernel, one for every size."""
+    cv2.clear_cache()
+    images = [_photo(h, w)[:, :, 1].copy() for h, w in _sizes(6, seed=11)]
+
+    def run():
+        for image in images:
+            for l2 in (False, True):
+                want = real.Canny(image, 50, 150, L2gradient=l2)
+                np.testing.assert_array_equal(cv2.Canny(image, 50, 150, L2gradient=l2), want)
+
+    assert _compilations(run) == 0
 
 
 def test_a_large_morphology_called_often_gets_its_own_program(monkeypatch):

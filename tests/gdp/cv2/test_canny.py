@@ -138,6 +138,103 @@ def test_a_larger_image_than_the_kernel_indexes_falls_through(monkeypatch):
     _assert_same(cv2.Canny(image, 50, 150), real.Canny(image, 50, 150), "fallthrough")
 
 
+# -- gray, aperture 3: gdp.runtime.canny's kernel -----------------------------------------------
+
+# Heights around the kernel's 16 strips (fewer rows than strips, a strip of one row, a last
+# strip short by one) and widths around its 16-column vectors (and the columns either side).
+STRIP_SHAPES = [
+    (1, 1),
+    (1, 17),
+    (17, 1),
+    (2, 2),
+    (3, 15),
+    (15, 33),
+    (16, 16),
+    (17, 18),
+    (31, 47),
+    (33, 64),
+    (47, 31),
+    (100, 129),
+    (241, 319),
+]
+
+
+def _check_gray_kernel(shapes) -> None:
+    photo = real.cvtColor(skimage.data.coffee(), real.COLOR_RGB2GRAY)
+    for h, w in shapes:
+        images = {
+            "photo": real.resize(photo, (w, h), interpolation=real.INTER_AREA),
+            "noise": _random((h, w), seed=h * 1000 + w),
+        }
+        for name, image in images.items():
+            for l2 in (False, True):
+                for t1, t2 in ((50, 150), (150, 30), (1, 2)):
+                    want = real.Canny(image, t1, t2, L2gradient=l2)
+                    got = cv2.Canny(image, t1, t2, L2gradient=l2)
+                    _assert_same(got, want, f"{name} {h}x{w} {t1}/{t2} L2={l2}")
+
+
+def test_gray_kernel_at_sizes_that_move_its_strips_and_vectors():
+    _check_gray_kernel(STRIP_SHAPES)
+
+
+def test_gray_kernel_on_one_thread():
+    """TVM sizes its pool once a process: one thread runs in a process of its own."""
+    script = textwrap.dedent(
+        f"""
+        import os
+        os.environ["GDP_CV2_STRICT"] = "1"
+        from tests.gdp.cv2.test_canny import _check_gray_kernel
+        _check_gray_kernel({STRIP_SHAPES[:9]!r})
+        """
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    env = dict(os.environ, TVM_NUM_THREADS="1", PYTHONPATH=root)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=root,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_gray_kernel_thresholds_beyond_any_magnitude():
+    image = _random((37, 41), seed=3)
+    for l2 in (False, True):
+        for t1, t2 in ((0, 0), (-5, -1), (1e9, 2e9), (2040, 2041), (0.5, 1.5), (-2e9, 5)):
+            want = real.Canny(image, t1, t2, L2gradient=l2)
+            _assert_same(cv2.Canny(image, t1, t2, L2gradient=l2), want, f"{t1}/{t2} L2={l2}")
+
+
+def test_thresholds_outside_int_are_opencvs_to_answer(monkeypatch):
+    """cv2.Canny floors its thresholds into an int: outside int's range C leaves the result
+    undefined, and gdp leaves such a call to OpenCV rather than guess."""
+    image = _random((9, 11), seed=4)
+    with pytest.raises(cv2.FallthroughError, match="do not fit"):
+        cv2.Canny(image, 10, 3e9)
+    monkeypatch.delenv("GDP_CV2_STRICT")
+    _assert_same(cv2.Canny(image, -1e12, 1e12), real.Canny(image, -1e12, 1e12), "fallthrough")
+
+
+def test_gray_kernel_dst_in_place_and_at_odd_addresses():
+    image = _random((45, 67), seed=5)
+    want = real.Canny(image, 40, 120)
+    dst = np.full(image.shape, 7, np.uint8)
+    assert cv2.Canny(image, 40, 120, dst) is dst
+    _assert_same(dst, want, "dst")
+    odd = np.empty(image.size + 1, np.uint8)[1:].reshape(image.shape)  # not 8-byte aligned
+    assert cv2.Canny(image, 40, 120, odd) is odd
+    _assert_same(odd, want, "dst at an odd address")
+    same = image.copy()  # the image as its own dst, as OpenCV allows
+    assert cv2.Canny(same, 40, 120, same) is same
+    _assert_same(same, want, "in place")
+    wrong = np.zeros((3, 3), np.uint8)  # OpenCV reallocates a dst of another size
+    _assert_same(cv2.Canny(image, 40, 120, wrong), want, "dst of another size")
+
+
 # -- the kernel on its own -------------------------------------------------------------------
 
 

@@ -1,0 +1,271 @@
+"""cv2.Canny's first half for a gray uint8 image and aperture 3 as one hand-written TIR kernel:
+Sobel (BORDER_REPLICATE), the L1 or L2 magnitude, non-maximum suppression with OpenCV's
+direction rule and the double threshold, written as the level map gdp.runtime.hysteresis floods
+in place (0: no candidate, 1: a weak one, 2: a strong one).
+
+Why by hand: as a graph (gdp.ops.image.canny_candidates) the backend stores dx, dy, their
+absolute values and the magnitude as five int32 images, pads the magnitude twice and computes
+the suppression once per output map, about 130 MB of memory traffic at 1080p (6-7 ms against
+OpenCV's 3.5-4 ms). Here each row's gradients are computed once into a ring of three rows
+that stays in cache, and the image is read and the level map written once.
+
+The arithmetic is canny_candidates' (and canny.cpp's): tg22 = 13573 / 2^15, magnitudes outside
+the image count as 0. Rows are cut into strips run in parallel on TVM's pool; a strip computes
+the gradient rows on either side of it itself, so strips share nothing but the image.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+
+import numpy as np
+
+from gdp.errors import InputError
+
+# Each strip's ring: three rows of (magnitude, dx, dy), each w + 2 wide (a zero magnitude on
+# either side of the image).
+_RING_ROWS = 9
+# Columns a TIR vector holds: 16 int32 lanes are one AVX-512 register.
+LANES = 16
+# Strips: enough to balance TVM's threads, few enough that each is many rows.
+STRIPS = 16
+
+# One gradient row `yy` (-1 and h: a zero magnitude row) into ring slot (yy + 3) % 3. {x}: the
+# column; {xl} and {xr}: its left and right neighbours' columns. Its names are inlined
+# (_inline) before it is a kernel's body; the magnitude reads dx and dy back from the ring, which
+# LLVM forwards from the stores (computed again from the image, after a store it cannot prove
+# is not to the image, they cost the gradient loop twice its work).
+_GRADIENT = """\
+tl = T.int32(img[ya, {xl}])
+tc = T.int32(img[ya, {x}])
+tr = T.int32(img[ya, {xr}])
+ml = T.int32(img[yy, {xl}])
+mr = T.int32(img[yy, {xr}])
+bl = T.int32(img[yc, {xl}])
+bc = T.int32(img[yc, {x}])
+br = T.int32(img[yc, {xr}])
+dx = (tr - tl) + (mr - ml) * 2 + (br - bl)
+dy = (bl + bc * 2 + br) - (tl + tc * 2 + tr)
+ring[mag + w2 + {x} + 1] = dx
+ring[mag + 2 * w2 + {x} + 1] = dy
+dx = ring[mag + w2 + {x} + 1]
+dy = ring[mag + 2 * w2 + {x} + 1]
+ring[mag + {x} + 1] = {magnitude}
+"""
+
+_ROW = """\
+if yy >= 0 and yy < h:
+    ya = T.max(yy - 1, 0)
+    yc = T.min(yy + 1, h - 1)
+    mag = base + (yy + 3) % 3 * 3 * w2
+    ring[mag] = 0
+    ring[mag + w + 1] = 0
+{interior}
+    for k in range(T.min(w, 2)):
+        xb = k * (w - 1)
+{border}
+else:
+    mag = base + (yy + 3) % 3 * 3 * w2
+    for x in range(w2):
+        ring[mag + x] = 0
+"""
+
+# Column {x} of row y's level (canny.cpp: s = (dx ^ dy) < 0 ? -1 : 1 picks the diagonal).
+_NMS = """\
+m = ring[c + {x} + 1]
+gx = ring[c + w2 + {x} + 1]
+gy = ring[c + 2 * w2 + {x} + 1]
+ax = T.Select(gx < 0, 0 - gx, gx)
+ay = T.Select(gy < 0, 0 - gy, gy) * 32768
+tg22 = ax * 13573
+tg67 = tg22 + ax * 65536
+same = (gx ^ gy) >= 0
+up_diag = T.Select(same, ring[u + {x}], ring[u + {x} + 2])
+down_diag = T.Select(same, ring[d + {x} + 2], ring[d + {x}])
+horizontal = m > ring[c + {x}] and m >= ring[c + {x} + 2]
+vertical = m > ring[u + {x} + 1] and m >= ring[d + {x} + 1]
+diagonal = m > up_diag and m > down_diag
+local_max = T.Select(ay < tg22, horizontal, T.Select(ay > tg67, vertical, diagonal))
+level = T.Select(m > high, T.uint8(2), T.uint8(1))
+out[y, {x}] = T.Select(local_max and m > low, level, T.uint8(0))
+"""
+
+
+# The names _SOURCE and _ROW bind, inlined (_inline).
+_ROW_NAMES = ("w2", "rows", "base", "y0", "y1", "yy", "ya", "yc", "mag", "xb", "c", "u", "d")
+
+_SOURCE = """
+@T.prim_func
+def canny_levels(
+    img_handle: T.handle, out_handle: T.handle, ring_handle: T.handle, low: T.int32, high: T.int32
+):
+    T.func_attr({{"global_symbol": "canny_levels", "tir.noalias": True}})
+    h = T.int32()
+    w = T.int32()
+    n = T.int32()
+    img = T.match_buffer(img_handle, (h, w), "uint8", align=1)
+    out = T.match_buffer(out_handle, (h, w), "uint8", align=1)
+    ring = T.match_buffer(ring_handle, (n,), "int32", align=4)
+    w2 = w + 2
+    rows = (h + {strips} - 1) // {strips}
+    for s in T.parallel({strips}):
+        base = s * {ring_rows} * w2
+        y0 = s * rows
+        y1 = T.min(h, y0 + rows)
+        if y0 < h:
+            for r in range(2):
+                yy = y0 - 1 + r
+{first_rows}
+            for y in range(y0, y1):
+                yy = y + 1
+{next_row}
+                c = base + y % 3 * 3 * w2
+                u = base + (y + 2) % 3 * 3 * w2
+                d = base + (y + 1) % 3 * 3 * w2
+{nms}
+"""
+
+
+def _inline(text: str, names: tuple[str, ...] | None = None) -> str:
+    """`name = expression` lines (of `names`, else of any name) substituted into the lines
+    after them, so that the kernel binds no names: TVM 0.27's loop vectorizer broadcasts a
+    let-bound value as if it were the same in every lane (measured: a vectorized row of levels
+    came out as one value), and in a parallel loop's body LLVM reloaded let-bound row offsets
+    from memory at every vector step (measured: 2.7 ms a 1080p kernel against 1.1 ms inlined)."""
+    bound: dict[str, str] = {}
+    out = []
+
+    def substitute(code: str) -> str:
+        for name, value in bound.items():
+            code = re.sub(rf"\b{name}\b", f"({value})", code)
+        return code
+
+    for line in text.splitlines():
+        target, _, value = line.partition(" = ")
+        name = target.strip()
+        if re.fullmatch(r"[a-z_0-9]+", name) and (names is None or name in names):
+            bound[name] = substitute(value)
+        else:
+            out.append(substitute(line))
+    return "\n".join(out) + "\n"
+
+
+def _indent(text: str, spaces: int) -> str:
+    return "".join(" " * spaces + line if line.strip() else line for line in text.splitlines(True))
+
+
+def _columns(body: str, start: str, stop: str) -> str:
+    """`body` (a template over {x}) for x in [start, stop): LANES columns at a time as TIR
+    vectors, then the rest one by one."""
+    count = f"T.max({stop} - ({start}), 0)"  # a negative count would run the tail backwards
+    vector = _inline(body.format(x=f"({start} + xo * {LANES} + xi)"))
+    return (
+        f"for xo in range({count} // {LANES}):\n"
+        f"    for xi in T.vectorized({LANES}):\n"
+        + _indent(vector, 8)
+        + f"for x in range({start} + {count} // {LANES} * {LANES}, {stop}):\n"
+        + _indent(_inline(body.format(x="x")), 4)
+    )
+
+
+@functools.cache
+def source(l2_gradient: bool) -> str:
+    """The kernel's TVMScript for the L1 or L2 magnitude (made once: a call hashes no new
+    text)."""
+    magnitude = (
+        "dx * dx + dy * dy"
+        if l2_gradient
+        else ("T.Select(dx < 0, 0 - dx, dx) + T.Select(dy < 0, 0 - dy, dy)")
+    )
+    interior = _columns(
+        _GRADIENT.format(x="{x}", xl="{x} - 1", xr="{x} + 1", magnitude=magnitude), "1", "w - 1"
+    )
+    border = _inline(
+        _GRADIENT.format(
+            x="xb", xl="T.max(xb - 1, 0)", xr="T.min(xb + 1, w - 1)", magnitude=magnitude
+        )
+    )
+    row = _ROW.format(interior=_indent(interior, 4), border=_indent(border, 8))
+    text = _SOURCE.format(
+        strips=STRIPS,
+        ring_rows=_RING_ROWS,
+        first_rows=_indent(row, 16),
+        next_row=_indent(row, 16),
+        nms=_indent(_columns(_NMS, "0", "w"), 16),
+    )
+    return _inline(text, _ROW_NAMES)
+
+
+# Flat offsets into the ring and the image are int32.
+MAX_PIXELS = (1 << 30) - 1
+
+
+def canny_levels(
+    image: np.ndarray, low: int, high: int, l2_gradient: bool, out: np.ndarray | None = None
+) -> np.ndarray:
+    """The level map (uint8 0/1/2, as gdp.runtime.hysteresis.flood_levels takes it) of a 2-D
+    uint8 image, for cv2.Canny's integer thresholds (gdp.ops.image.canny_thresholds), written
+    into `out` where it is a writeable, C-contiguous, 8-byte aligned uint8 array of the image's
+    shape, else into a new array, and returned.
+
+    Magnitudes lie in [0, 2^31): a threshold below 0 is taken as -1 and one above as 2^31 - 1,
+    which changes no comparison."""
+    import tvm_ffi
+
+    from gdp.runtime.backends.tvm import thread_pool
+    from gdp.runtime.backends.tvm.kernels import host_kernel
+
+    if not (isinstance(image, np.ndarray) and image.dtype == np.uint8 and image.ndim == 2):
+        raise InputError(f"canny_levels: expected a 2-D uint8 image, got {_describe(image)}")
+    h, w = image.shape
+    if h * w > MAX_PIXELS:
+        raise InputError(
+            f"canny_levels: the image has {h * w} pixels, more than the {MAX_PIXELS} the kernel"
+            " indexes"
+        )
+    low, high = (min(max(int(t), -1), (1 << 31) - 1) for t in (low, high))
+    image = np.ascontiguousarray(image)
+    if not _fits(out, image.shape):
+        # 8-byte aligned: the flood reads the map as 8-byte words.
+        spare = np.empty(h * w + 8, np.uint8)
+        offset = (-spare.ctypes.data) % 8
+        out = spare[offset : offset + h * w].reshape(h, w)
+    if not image.size:
+        return out
+    kernel = host_kernel(f"canny_levels_{'l2' if l2_gradient else 'l1'}", source(l2_gradient))
+    thread_pool.before_run()
+    args = (image, out, _ring(w))
+    kernel(*(tvm_ffi.from_dlpack(a, require_contiguous=True) for a in args), low, high)
+    return out
+
+
+def _fits(out, shape) -> bool:
+    return (
+        isinstance(out, np.ndarray)
+        and out.dtype == np.uint8
+        and out.shape == shape
+        and out.flags.c_contiguous
+        and out.flags.writeable
+        and out.ctypes.data % 8 == 0
+    )
+
+
+_workspace = threading.local()
+
+
+def _ring(w: int) -> np.ndarray:
+    """This thread's ring for images `w` wide: kept between calls (a new 1 MB array each call at
+    1080p cost its page faults every time)."""
+    size = STRIPS * _RING_ROWS * (w + 2)
+    ring = getattr(_workspace, "ring", None)
+    if ring is None or ring.size != size:
+        ring = _workspace.ring = np.empty(size, np.int32)
+    return ring
+
+
+def _describe(array) -> str:
+    if isinstance(array, np.ndarray):
+        return f"{array.dtype}{list(array.shape)}"
+    return type(array).__name__
