@@ -5,13 +5,14 @@ in place (0: no candidate, 1: a weak one, 2: a strong one).
 
 Why by hand: as a graph (gdp.ops.image.canny_candidates) the backend stores dx, dy, their
 absolute values and the magnitude as five int32 images, pads the magnitude twice and computes
-the suppression once per output map, about 130 MB of memory traffic at 1080p (6-7 ms against
-OpenCV's 3.5-4 ms). Here each row's gradients are computed once into a ring of three rows
-that stays in cache, and the image is read and the level map written once.
+the suppression once per output map: at 1080p its kernels took 6-7 ms, OpenCV's whole Canny
+3.5-4 ms. Here each row's gradients are computed once into a ring of three rows that stays in
+cache, in 16 bits for the L1 magnitude (32 for L2), and the image is read and the level map
+written once: 1.1 ms (L1, 1080p, 2 threads).
 
-The arithmetic is canny_candidates' (and canny.cpp's): tg22 = 13573 / 2^15, magnitudes outside
-the image count as 0. Rows are cut into strips run in parallel on TVM's pool; a strip computes
-the gradient rows on either side of it itself, so strips share nothing but the image.
+The arithmetic is canny_candidates' (and canny.cpp's), magnitudes outside the image count as 0.
+Rows are cut into strips run in parallel on TVM's pool; a strip computes the gradient rows on
+either side of it itself, so strips share nothing but the image.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from gdp.errors import InputError
 # Each strip's ring: three rows of (magnitude, dx, dy), each w + 2 wide (a zero magnitude on
 # either side of the image).
 _RING_ROWS = 9
-# Columns a TIR vector holds: 16 int32 lanes are one AVX-512 register.
-LANES = 16
+# A TIR vector's bytes: one AVX-512 register (32 int16 or 16 int32 columns).
+VECTOR_BYTES = 64
 # Strips: enough to balance TVM's threads, few enough that each is many rows.
 STRIPS = 16
 
@@ -38,14 +39,14 @@ STRIPS = 16
 # LLVM forwards from the stores (computed again from the image, after a store it cannot prove
 # is not to the image, they cost the gradient loop twice its work).
 _GRADIENT = """\
-tl = T.int32(img[ya, {xl}])
-tc = T.int32(img[ya, {x}])
-tr = T.int32(img[ya, {xr}])
-ml = T.int32(img[yy, {xl}])
-mr = T.int32(img[yy, {xr}])
-bl = T.int32(img[yc, {xl}])
-bc = T.int32(img[yc, {x}])
-br = T.int32(img[yc, {xr}])
+tl = T.{t}(img[ya, {xl}])
+tc = T.{t}(img[ya, {x}])
+tr = T.{t}(img[ya, {xr}])
+ml = T.{t}(img[yy, {xl}])
+mr = T.{t}(img[yy, {xr}])
+bl = T.{t}(img[yc, {xl}])
+bc = T.{t}(img[yc, {x}])
+br = T.{t}(img[yc, {xr}])
 dx = (tr - tl) + (mr - ml) * 2 + (br - bl)
 dy = (bl + bc * 2 + br) - (tl + tc * 2 + tr)
 ring[mag + w2 + {x} + 1] = dx
@@ -60,8 +61,8 @@ if yy >= 0 and yy < h:
     ya = T.max(yy - 1, 0)
     yc = T.min(yy + 1, h - 1)
     mag = base + (yy + 3) % 3 * 3 * w2
-    ring[mag] = 0
-    ring[mag + w + 1] = 0
+    ring[mag] = T.{t}(0)
+    ring[mag + w + 1] = T.{t}(0)
 {interior}
     for k in range(T.min(w, 2)):
         xb = k * (w - 1)
@@ -69,27 +70,31 @@ if yy >= 0 and yy < h:
 else:
     mag = base + (yy + 3) % 3 * 3 * w2
     for x in range(w2):
-        ring[mag + x] = 0
+        ring[mag + x] = T.{t}(0)
 """
 
-# Column {x} of row y's level (canny.cpp: s = (dx ^ dy) < 0 ? -1 : 1 picks the diagonal).
+# Column {x} of row y's level. canny.cpp's direction tests, |dy| * 2^15 < |dx| * 13573 and
+# |dy| * 2^15 > |dx| * (13573 + 2^16), are here |dy| <= k (and dx != 0) and |dy| > 2 |dx| + k for
+# k = |dx| * 13573 // 2^15 = (|dx| * 27146) >> 16, in 16 bits when {t} is (the same for every
+# |dx|, |dy| <= 1020, checked by tests/gdp/cv2/test_canny.py); s = (dx ^ dy) < 0 ? -1 : 1 picks
+# the diagonal.
 _NMS = """\
 m = ring[c + {x} + 1]
 gx = ring[c + w2 + {x} + 1]
 gy = ring[c + 2 * w2 + {x} + 1]
-ax = T.Select(gx < 0, 0 - gx, gx)
-ay = T.Select(gy < 0, 0 - gy, gy) * 32768
-tg22 = ax * 13573
-tg67 = tg22 + ax * 65536
-same = (gx ^ gy) >= 0
+ax = T.Select(gx < 0, T.{t}(0) - gx, gx)
+ay = T.Select(gy < 0, T.{t}(0) - gy, gy)
+k = T.{t}(T.shift_right(T.int32(ax) * 27146, 16))
+same = (gx ^ gy) >= T.{t}(0)
 up_diag = T.Select(same, ring[u + {x}], ring[u + {x} + 2])
 down_diag = T.Select(same, ring[d + {x} + 2], ring[d + {x}])
 horizontal = m > ring[c + {x}] and m >= ring[c + {x} + 2]
 vertical = m > ring[u + {x} + 1] and m >= ring[d + {x} + 1]
 diagonal = m > up_diag and m > down_diag
-local_max = T.Select(ay < tg22, horizontal, T.Select(ay > tg67, vertical, diagonal))
-level = T.Select(m > high, T.uint8(2), T.uint8(1))
-out[y, {x}] = T.Select(local_max and m > low, level, T.uint8(0))
+steep = T.Select(ay > ax * T.{t}(2) + k, vertical, diagonal)
+local_max = T.Select(ay <= k and ax != T.{t}(0), horizontal, steep)
+level = T.Select(m > T.{t}(high), T.uint8(2), T.uint8(1))
+out[y, {x}] = T.Select(local_max and m > T.{t}(low), level, T.uint8(0))
 """
 
 
@@ -107,7 +112,7 @@ def canny_levels(
     n = T.int32()
     img = T.match_buffer(img_handle, (h, w), "uint8", align=1)
     out = T.match_buffer(out_handle, (h, w), "uint8", align=1)
-    ring = T.match_buffer(ring_handle, (n,), "int32", align=4)
+    ring = T.match_buffer(ring_handle, (n,), "{t}", align=2)
     w2 = w + 2
     rows = (h + {strips} - 1) // {strips}
     for s in T.parallel({strips}):
@@ -133,7 +138,7 @@ def _inline(text: str, names: tuple[str, ...] | None = None) -> str:
     after them, so that the kernel binds no names: TVM 0.27's loop vectorizer broadcasts a
     let-bound value as if it were the same in every lane (measured: a vectorized row of levels
     came out as one value), and in a parallel loop's body LLVM reloaded let-bound row offsets
-    from memory at every vector step (measured: 2.7 ms a 1080p kernel against 1.1 ms inlined)."""
+    from memory at every vector step (measured: a 1080p kernel took 2.7 ms, 2.2 ms inlined)."""
     bound: dict[str, str] = {}
     out = []
 
@@ -156,44 +161,56 @@ def _indent(text: str, spaces: int) -> str:
     return "".join(" " * spaces + line if line.strip() else line for line in text.splitlines(True))
 
 
-def _columns(body: str, start: str, stop: str) -> str:
-    """`body` (a template over {x}) for x in [start, stop): LANES columns at a time as TIR
+def _columns(body: str, start: str, stop: str, lanes: int) -> str:
+    """`body` (a template over {x}) for x in [start, stop): `lanes` columns at a time as TIR
     vectors, then the rest one by one."""
     count = f"T.max({stop} - ({start}), 0)"  # a negative count would run the tail backwards
-    vector = _inline(body.format(x=f"({start} + xo * {LANES} + xi)"))
+    vector = _inline(body.format(x=f"({start} + xo * {lanes} + xi)"))
     return (
-        f"for xo in range({count} // {LANES}):\n"
-        f"    for xi in T.vectorized({LANES}):\n"
+        f"for xo in range({count} // {lanes}):\n"
+        f"    for xi in T.vectorized({lanes}):\n"
         + _indent(vector, 8)
-        + f"for x in range({start} + {count} // {LANES} * {LANES}, {stop}):\n"
+        + f"for x in range({start} + {count} // {lanes} * {lanes}, {stop}):\n"
         + _indent(_inline(body.format(x="x")), 4)
     )
+
+
+def ring_type(l2_gradient: bool) -> np.dtype:
+    """The ring's integers: 16 bits hold the L1 magnitude (at most 2040) and dx, dy (at most
+    1020 in size); the L2 magnitude (up to 2 * 1020^2) needs 32."""
+    return np.dtype(np.int32 if l2_gradient else np.int16)
 
 
 @functools.cache
 def source(l2_gradient: bool) -> str:
     """The kernel's TVMScript for the L1 or L2 magnitude (made once: a call hashes no new
     text)."""
+    t = ring_type(l2_gradient).name
+    lanes = VECTOR_BYTES // ring_type(l2_gradient).itemsize
     magnitude = (
         "dx * dx + dy * dy"
         if l2_gradient
-        else ("T.Select(dx < 0, 0 - dx, dx) + T.Select(dy < 0, 0 - dy, dy)")
+        else f"T.Select(dx < 0, T.{t}(0) - dx, dx) + T.Select(dy < 0, T.{t}(0) - dy, dy)"
     )
+    gradient = _GRADIENT.replace("{t}", t)
     interior = _columns(
-        _GRADIENT.format(x="{x}", xl="{x} - 1", xr="{x} + 1", magnitude=magnitude), "1", "w - 1"
+        gradient.format(x="{x}", xl="{x} - 1", xr="{x} + 1", magnitude=magnitude),
+        "1",
+        "w - 1",
+        lanes,
     )
     border = _inline(
-        _GRADIENT.format(
+        gradient.format(
             x="xb", xl="T.max(xb - 1, 0)", xr="T.min(xb + 1, w - 1)", magnitude=magnitude
         )
     )
-    row = _ROW.format(interior=_indent(interior, 4), border=_indent(border, 8))
-    text = _SOURCE.format(
+    row = _ROW.replace("{t}", t).format(interior=_indent(interior, 4), border=_indent(border, 8))
+    text = _SOURCE.replace("{t}", t).format(
         strips=STRIPS,
         ring_rows=_RING_ROWS,
         first_rows=_indent(row, 16),
         next_row=_indent(row, 16),
-        nms=_indent(_columns(_NMS, "0", "w"), 16),
+        nms=_indent(_columns(_NMS.replace("{t}", t), "0", "w", lanes), 16),
     )
     return _inline(text, _ROW_NAMES)
 
@@ -210,8 +227,8 @@ def canny_levels(
     into `out` where it is a writeable, C-contiguous, 8-byte aligned uint8 array of the image's
     shape, else into a new array, and returned.
 
-    Magnitudes lie in [0, 2^31): a threshold below 0 is taken as -1 and one above as 2^31 - 1,
-    which changes no comparison."""
+    A threshold below 0 is taken as -1 and one above the ring's type as its largest value,
+    which changes no comparison: magnitudes lie in [0, 2040] (L1) or [0, 2 * 1020^2] (L2)."""
     import tvm_ffi
 
     from gdp.runtime.backends.tvm import thread_pool
@@ -225,7 +242,8 @@ def canny_levels(
             f"canny_levels: the image has {h * w} pixels, more than the {MAX_PIXELS} the kernel"
             " indexes"
         )
-    low, high = (min(max(int(t), -1), (1 << 31) - 1) for t in (low, high))
+    largest = np.iinfo(ring_type(l2_gradient)).max
+    low, high = (min(max(int(t), -1), largest) for t in (low, high))
     image = np.ascontiguousarray(image)
     if not _fits(out, image.shape):
         # 8-byte aligned: the flood reads the map as 8-byte words.
@@ -236,7 +254,7 @@ def canny_levels(
         return out
     kernel = host_kernel(f"canny_levels_{'l2' if l2_gradient else 'l1'}", source(l2_gradient))
     thread_pool.before_run()
-    args = (image, out, _ring(w))
+    args = (image, out, _ring(w, ring_type(l2_gradient)))
     kernel(*(tvm_ffi.from_dlpack(a, require_contiguous=True) for a in args), low, high)
     return out
 
@@ -255,13 +273,13 @@ def _fits(out, shape) -> bool:
 _workspace = threading.local()
 
 
-def _ring(w: int) -> np.ndarray:
+def _ring(w: int, dtype: np.dtype) -> np.ndarray:
     """This thread's ring for images `w` wide: kept between calls (a new 1 MB array each call at
     1080p cost its page faults every time)."""
     size = STRIPS * _RING_ROWS * (w + 2)
     ring = getattr(_workspace, "ring", None)
-    if ring is None or ring.size != size:
-        ring = _workspace.ring = np.empty(size, np.int32)
+    if ring is None or ring.size != size or ring.dtype != dtype:
+        ring = _workspace.ring = np.empty(size, dtype)
     return ring
 
 

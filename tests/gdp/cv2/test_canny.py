@@ -174,6 +174,16 @@ def _check_gray_kernel(shapes) -> None:
                     _assert_same(got, want, f"{name} {h}x{w} {t1}/{t2} L2={l2}")
 
 
+def test_gray_kernels_direction_tests_are_canny_cpps():
+    """gdp.runtime.canny's 16-bit direction tests against canny.cpp's 32-bit ones, for every
+    |dx|, |dy| a 3x3 Sobel of uint8 gives."""
+    ax = np.arange(1021, dtype=np.int64)[:, None]
+    ay = np.arange(1021, dtype=np.int64)[None, :]
+    k = (ax * 27146) >> 16
+    np.testing.assert_array_equal(ay * 32768 < ax * 13573, (ay <= k) & (ax != 0))
+    np.testing.assert_array_equal(ay * 32768 > ax * 13573 + ax * 65536, ay > 2 * ax + k)
+
+
 def test_gray_kernel_at_sizes_that_move_its_strips_and_vectors():
     _check_gray_kernel(STRIP_SHAPES)
 
