@@ -1053,12 +1053,35 @@ def _vectorize_block_row(sch: tvm.s_tir.Schedule, block, loops: list) -> None:
             else 0
         )
         inner = min(inner, len(spatial))
+        if not inner and _channel_sum(sch, block, reduction):
+            return
         inner = inner or 1
         sch.reorder(*spatial[:-inner], *reduction, *spatial[-inner:])
         loops = spatial[-inner:]
     elif _unrolled_channels(sch, block, loops):
         return
     _vectorize_row(sch, loops)
+
+
+def _channel_sum(sch: tvm.s_tir.Schedule, block, reduction: list) -> bool:
+    """A reduction over a pixel's few channels (a grey conversion's weighted sum of B, G, R),
+    its loop unrolled inside the pixel loop, which is left to LLVM's loop vectorizer (True; else
+    nothing is scheduled). Vectorised by TVM, with the channel loop outside the row, each channel
+    was a strided gather and the sum a pass over the row per channel: a static 1080p BGR2GRAY
+    took 2.0 ms, the shape-generic kernel, which runs this form, 0.4."""
+    if len(reduction) != 1:
+        return False
+    extent = sch.get(reduction[0]).extent
+    if not (_is_static(extent) and int(extent) <= MAX_CHANNELS):
+        return False
+    stmt = sch.get(block)
+    channel = stmt.iter_vars[-1].var
+    written = stmt.writes[0].source
+    loads = [x for x in _all_loads(stmt.body.value) if not x.source.same_as(written)]
+    if not loads or not all(x.indices and _uses(x.indices[-1], channel) for x in loads):
+        return False
+    sch.unroll(reduction[0])
+    return True
 
 
 def _unrolled_channels(sch: tvm.s_tir.Schedule, block, loops: list) -> bool:
