@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import statistics
 import threading
 import time
 import weakref
@@ -95,6 +96,15 @@ DEFAULT_MAX_SPECIALIZATIONS = 8
 _SHAPE_OPTIONS = ("specialize", "specialize_after", "max_specializations")
 # The key of the shape-generic executable among a model's specialisations.
 GENERIC = "generic"
+# Under "auto" a shape's own executable serves it only if it is not slower than the generic one
+# on the shape's inputs: right after its compile, TRIAL_RUNS runs of each, interleaved on the
+# target's worker (after the runs queued before them), compared by median; it is dropped if
+# SLOWER_BY times the generic's. A static schedule can lose to the generic one (a 1080p flip:
+# 1.4 ms against 0.25). Not tried where a generic run takes under TRIAL_BELOW_S: there the
+# timer's noise would decide, and little is at stake.
+TRIAL_RUNS = 5
+TRIAL_BELOW_S = 2e-4
+SLOWER_BY = 1.1
 
 
 class Model:
@@ -351,12 +361,17 @@ class Model:
         return found
 
     def _specialization(
-        self, shapes: Mapping[str, tuple], ranges: Mapping[str, tuple]
+        self,
+        shapes: Mapping[str, tuple],
+        ranges: Mapping[str, tuple],
+        arrays: Sequence[np.ndarray] | None = None,
     ) -> Specialization:
+        """The executable for inputs of `shapes` (`arrays`, where given, are the call's inputs:
+        a background specialisation is timed on them against the generic executable)."""
         shape_key = tuple(tuple(shapes[n]) for n in self.input_names)
         key = (shape_key, tuple(sorted(ranges.items())))
         if self._generic:
-            return self._generic_or_specialized(key, shapes, ranges)
+            return self._generic_or_specialized(key, shapes, ranges, arrays)
         return self._own_specialization(key, shapes, ranges)
 
     def _own_specialization(
@@ -378,7 +393,11 @@ class Model:
         return found
 
     def _generic_or_specialized(
-        self, key: tuple, shapes: Mapping[str, tuple], ranges: Mapping[str, tuple]
+        self,
+        key: tuple,
+        shapes: Mapping[str, tuple],
+        ranges: Mapping[str, tuple],
+        arrays: Sequence[np.ndarray] | None = None,
     ) -> Specialization:
         """The executable for one call of a model compiled generically: the shape's own where one
         was made, else the generic one; under "auto", a shape's `specialize_after`-th call starts
@@ -410,7 +429,7 @@ class Model:
                     # ("terminate called without an active exception").
                     thread = threading.Thread(
                         target=self._specialize_in_background,
-                        args=(key, dict(shapes)),
+                        args=(key, dict(shapes), arrays),
                         name="gdp-specialize",
                     )
                     self._pending[key] = thread
@@ -428,17 +447,46 @@ class Model:
         generic = self._generic_specialization()
         return generic.executable.serves([tuple(shapes[n]) for n in self.input_names])
 
-    def _specialize_in_background(self, key: tuple, shapes: dict[str, tuple]) -> None:
+    def _specialize_in_background(
+        self, key: tuple, shapes: dict[str, tuple], sample: Sequence[np.ndarray] | None = None
+    ) -> None:
         try:
             built = self._build(shapes, dict(self.input_ranges))
+            slower = self._slower(built, sample) if sample is not None else None
         except Exception as err:  # the generic executable keeps serving the shape
-            with self._lock:
-                self._failed[key] = _summary(err)
-                self._pending.pop(key, None)
-            return
+            slower = _summary(err)
         with self._lock:
-            self._keep(key, built)
+            if slower is None:
+                self._keep(key, built)
+            else:
+                self._failed[key] = slower
             self._pending.pop(key, None)
+
+    def _slower(self, built: Specialization, sample: Sequence[np.ndarray]) -> str | None:
+        """Why `built` should not serve its shape (slower than the generic executable on
+        `sample`; see TRIAL_RUNS), or None. Runs on the target's worker, so that no other run
+        of these executables overlaps the trial's."""
+        generic = self._generic_specialization().executable
+        own = built.executable
+
+        def trial() -> str | None:
+            times: dict[str, list[float]] = {"generic": [], "own": []}
+            for _ in range(TRIAL_RUNS):
+                for name, executable in (("generic", generic), ("own", own)):
+                    t0 = time.perf_counter()
+                    executable.run(list(sample))
+                    times[name].append(time.perf_counter() - t0)
+                if min(times["generic"]) < TRIAL_BELOW_S:
+                    return None
+            ratio = statistics.median(times["own"]) / statistics.median(times["generic"])
+            if ratio <= SLOWER_BY:
+                return None
+            return (
+                f"its own executable was {ratio:.2f}x the generic one's time on the shape's"
+                f" inputs (median of {TRIAL_RUNS} runs each): the generic one serves it"
+            )
+
+        return queue.worker(self.target.name).call(trial)
 
     def wait_specializations(self, timeout: float | None = None) -> None:
         """Wait for the specialisations compiling in the background (specialize="auto")."""
@@ -565,7 +613,7 @@ class Model:
         block: bool = True,
     ) -> queue.Task:
         shapes = {s.name: a.shape for s, a in zip(self.inputs, arrays, strict=True)}
-        spec = self._specialization(shapes, self._ranges(arrays))
+        spec = self._specialization(shapes, self._ranges(arrays), arrays)
         buffers = bind_outputs(spec.outputs, outputs or {})
         task = queue.Task(Profile(self.target.name) if profile else None)
         run = _Run(self.output_names, spec, arrays, buffers, task.profile)
@@ -579,7 +627,7 @@ class Model:
         profile: the least a synchronous call can pay. The executable still checks the shapes
         (a mismatch raises, nothing is written)."""
         shapes = {s.name: a.shape for s, a in zip(self.inputs, arrays, strict=True)}
-        spec = self._specialization(shapes, self._ranges(arrays))
+        spec = self._specialization(shapes, self._ranges(arrays), arrays)
         worker = queue.worker(self.target.name)
         results = worker.call(lambda: spec.executable.run(arrays))
         return {s.name: r for s, r in zip(spec.outputs, results, strict=True)}

@@ -8,7 +8,9 @@ oracle), at sizes that move strip boundaries and vector tails (1x1, odd and prim
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import time
 
 import numpy as np
 import pytest
@@ -17,6 +19,7 @@ import tvm
 import tvm_ffi
 
 import gdp
+from gdp import model as model_module
 from gdp.runtime.backends.tvm import lowering
 
 # Sizes chosen to move the vector tail (widths not a multiple of 16 pixels) and the strip
@@ -181,6 +184,42 @@ def test_auto_specialises_a_hot_shape_in_the_background(tmp_path):
     _check(model, _resize_normalise_chw, hot, atol=1e-4)  # now on its own executable
     assert model._last is not model._specialized["generic"]
     _check(model, _resize_normalise_chw, other, atol=1e-4)
+    assert model._last is model._specialized["generic"]
+
+
+class _Slowed:
+    """An executable that takes `delay` seconds longer per run than the one it wraps."""
+
+    def __init__(self, executable, delay: float) -> None:
+        self._executable, self._delay = executable, delay
+
+    def run(self, inputs, profile=None):
+        time.sleep(self._delay)
+        return self._executable.run(inputs, profile)
+
+    def __getattr__(self, name):
+        return getattr(self._executable, name)
+
+
+def test_auto_keeps_the_generic_executable_where_the_shapes_own_is_slower(tmp_path, monkeypatch):
+    monkeypatch.setattr(model_module, "TRIAL_BELOW_S", 0.0)  # tried however short the runs
+    build = model_module.Model._build
+
+    def slowed_build(self, shapes, ranges, generic=False):
+        built = build(self, shapes, ranges, generic=generic)
+        if generic:
+            return built
+        return dataclasses.replace(built, executable=_Slowed(built.executable, 0.01))
+
+    monkeypatch.setattr(model_module.Model, "_build", slowed_build)
+    model = gdp.compile(_resize_normalise_chw, target="cpu", cache_dir=tmp_path, specialize_after=2)
+    hot = _image((97, 131))
+    for _ in range(2):  # the second call starts the shape's compile
+        _check(model, _resize_normalise_chw, hot, atol=1e-4)
+    model.wait_specializations()
+    (why,) = model.report()["specializations_failed"].values()
+    assert "the generic one serves it" in why, why
+    _check(model, _resize_normalise_chw, hot, atol=1e-4)
     assert model._last is model._specialized["generic"]
 
 
