@@ -388,3 +388,28 @@ def test_channels_chosen_by_channel_match_onnxruntime(width, dtype):
     else:
         x = rng.standard_normal(shape).astype(np.float32)
     np.testing.assert_array_equal(_gdp(model, {"x": x}), _oracle(model, {"x": x}))
+
+
+@pytest.mark.parametrize("width", [15, 16, 17, 33, 641])
+@pytest.mark.parametrize("channels", [3, 4])
+def test_weighted_channel_sums_match_onnxruntime(width, channels):
+    # A weighted sum of each pixel's channels, rounded back to uint8 (a grey conversion): at
+    # static sizes its channel loop is unrolled inside the pixel loop (llvm_schedules.
+    # _channel_sum), at widths around LLVM's vector lengths.
+    shape = [9, width, channels]
+    weights = h.make_tensor("w", T.INT32, [channels], [4899, 9617, 1868, 2000][:channels])
+    half = h.make_tensor("half", T.INT32, [], [16384])
+    one = h.make_tensor("one", T.INT32, [], [32768])
+    axes = h.make_tensor("axes", T.INT64, [1], [2])
+    nodes = [
+        h.make_node("Cast", ["x"], ["xi"], to=T.INT32),
+        h.make_node("Mul", ["xi", "w"], ["weighted"]),
+        h.make_node("ReduceSum", ["weighted", "axes"], ["sum"], keepdims=0),
+        h.make_node("Add", ["sum", "half"], ["rounded"]),
+        h.make_node("Div", ["rounded", "one"], ["scaled"]),
+        h.make_node("Cast", ["scaled"], ["y"], to=T.UINT8),
+    ]
+    inits = [weights, half, one, axes]
+    model = _model(nodes, [_vi("x", shape, T.UINT8)], [_vi("y", shape[:2], T.UINT8)], inits)
+    x = np.random.default_rng(width * channels).integers(0, 256, shape, dtype=np.uint8)
+    np.testing.assert_array_equal(_gdp(model, {"x": x}), _oracle(model, {"x": x}))

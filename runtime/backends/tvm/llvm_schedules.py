@@ -1075,6 +1075,8 @@ def _channel_sum(sch: tvm.s_tir.Schedule, block, reduction: list) -> bool:
     if not (_is_static(extent) and int(extent) <= MAX_CHANNELS):
         return False
     stmt = sch.get(block)
+    if not isinstance(stmt.body, tvm.tirx.BufferStore):
+        return False
     channel = stmt.iter_vars[-1].var
     written = stmt.writes[0].source
     loads = [x for x in _all_loads(stmt.body.value) if not x.source.same_as(written)]
