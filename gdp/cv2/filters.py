@@ -240,12 +240,15 @@ def GaussianBlur(
 
 def _weighted_taps(padded, weights, axis: int):
     """sum of weights[t] * padded shifted by t along `axis` (0: rows, 1: columns), in order:
-    gdp.ops.filters' taps with weights given at run time (a zero weight adds an exact 0). The
-    views are cut from both ends, so the sum is written for any length."""
+    gdp.ops.filters' taps with weights given at run time (a zero weight adds an exact 0), each
+    view cast to the weights' type. The views are cut from both ends, so the sum is written for
+    any length."""
+    import tensorflow as tf
+
     n = int(weights.shape[0])
     total = None
     for t in range(n):
-        term = B.along(padded, axis, B.window(t, n)) * weights[t]
+        term = tf.cast(B.along(padded, axis, B.window(t, n)), weights.dtype) * weights[t]
         total = term if total is None else total + term
     return total
 
@@ -268,10 +271,15 @@ def _gaussian(image, border, kx, ky):
         rows = _weighted_taps(padded, tf.cast(kx, work), 1)
     else:  # a long kernel: a loop over its taps (static sizes)
         rows = F.window_cols(padded, nx, tf.cast(kx, work))
+    if image.dtype == tf.uint8:
+        # OpenCV's row buffer: a row's weighted sum is at most 255 * 256 (the weights, 8
+        # fractional bits, sum to 256), exact in 16 bits, so the pass between the two is
+        # stored in half the bytes of int32.
+        rows = tf.cast(rows, tf.uint16)
     if ny <= kernels.LOOP_TAPS or not _static(rows):
         total = _weighted_taps(rows, tf.cast(ky, work), 0)
     else:
-        total = F.window_rows(rows, ny, tf.cast(ky, work))
+        total = F.window_rows(tf.cast(rows, work), ny, tf.cast(ky, work))
     if image.dtype == tf.uint8:
         return tf.cast(tf.bitwise.right_shift(total + (1 << 15), 16), tf.uint8)
     if image.dtype == tf.uint16:
