@@ -110,3 +110,15 @@ def test_gaussian_of_a_single_pixel_image(border):
     x = np.array([[[1000, 2000, 65535]]], np.uint16)
     got = cv2.GaussianBlur(x, (5, 5), 0, borderType=border)
     np.testing.assert_array_equal(got, real.GaussianBlur(x, (5, 5), 0, borderType=border))
+
+
+@pytest.mark.parametrize("ksize, sigma", [((3, 3), 0), ((5, 5), 0), ((7, 7), 0), ((9, 3), 2.5)])
+def test_gaussian_of_uint8_at_the_row_buffers_largest_values(ksize, sigma):
+    """uint8 GaussianBlur stores its horizontal pass in 16 bits (at most 255 * 256, the fixed-
+    point weights summing to 256): all-255 images and 0/255 stripes, whose rows reach it."""
+    full = np.full((23, 37, 3), 255, np.uint8)
+    stripes = np.zeros((23, 37), np.uint8)
+    stripes[:, ::2] = 255
+    for image in (full, stripes, np.ascontiguousarray(stripes.T)):
+        want = real.GaussianBlur(image, ksize, sigma)
+        np.testing.assert_array_equal(cv2.GaussianBlur(image, ksize, sigma), want)
