@@ -24,6 +24,7 @@ import threading
 import numpy as np
 
 from gdp.errors import InputError
+from gdp.runtime.hysteresis import describe, indent, is_level_map
 
 # Each strip's ring: three rows of (magnitude, dx, dy), each w + 2 wide (a zero magnitude on
 # either side of the image).
@@ -157,10 +158,6 @@ def _inline(text: str, names: tuple[str, ...] | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
-def _indent(text: str, spaces: int) -> str:
-    return "".join(" " * spaces + line if line.strip() else line for line in text.splitlines(True))
-
-
 def _columns(body: str, start: str, stop: str, lanes: int) -> str:
     """`body` (a template over {x}) for x in [start, stop): `lanes` columns at a time as TIR
     vectors, then the rest one by one."""
@@ -169,9 +166,9 @@ def _columns(body: str, start: str, stop: str, lanes: int) -> str:
     return (
         f"for xo in range({count} // {lanes}):\n"
         f"    for xi in T.vectorized({lanes}):\n"
-        + _indent(vector, 8)
+        + indent(vector, 8)
         + f"for x in range({start} + {count} // {lanes} * {lanes}, {stop}):\n"
-        + _indent(_inline(body.format(x="x")), 4)
+        + indent(_inline(body.format(x="x")), 4)
     )
 
 
@@ -204,13 +201,13 @@ def source(l2_gradient: bool) -> str:
             x="xb", xl="T.max(xb - 1, 0)", xr="T.min(xb + 1, w - 1)", magnitude=magnitude
         )
     )
-    row = _ROW.replace("{t}", t).format(interior=_indent(interior, 4), border=_indent(border, 8))
+    row = _ROW.replace("{t}", t).format(interior=indent(interior, 4), border=indent(border, 8))
     text = _SOURCE.replace("{t}", t).format(
         strips=STRIPS,
         ring_rows=_RING_ROWS,
-        first_rows=_indent(row, 16),
-        next_row=_indent(row, 16),
-        nms=_indent(_columns(_NMS.replace("{t}", t), "0", "w", lanes), 16),
+        first_rows=indent(row, 16),
+        next_row=indent(row, 16),
+        nms=indent(_columns(_NMS.replace("{t}", t), "0", "w", lanes), 16),
     )
     return _inline(text, _ROW_NAMES)
 
@@ -229,13 +226,10 @@ def canny_levels(
 
     A threshold below 0 is taken as -1 and one above the ring's type as its largest value,
     which changes no comparison: magnitudes lie in [0, 2040] (L1) or [0, 2 * 1020^2] (L2)."""
-    import tvm_ffi
-
-    from gdp.runtime.backends.tvm import thread_pool
-    from gdp.runtime.backends.tvm.kernels import host_kernel
+    from gdp.runtime.backends.tvm.kernels import run_host_kernel
 
     if not (isinstance(image, np.ndarray) and image.dtype == np.uint8 and image.ndim == 2):
-        raise InputError(f"canny_levels: expected a 2-D uint8 image, got {_describe(image)}")
+        raise InputError(f"canny_levels: expected a 2-D uint8 image, got {describe(image)}")
     h, w = image.shape
     if h * w > MAX_PIXELS:
         raise InputError(
@@ -245,29 +239,17 @@ def canny_levels(
     largest = np.iinfo(ring_type(l2_gradient)).max
     low, high = (min(max(int(t), -1), largest) for t in (low, high))
     image = np.ascontiguousarray(image)
-    if not _fits(out, image.shape):
+    if not is_level_map(out, image.shape):
         # 8-byte aligned: the flood reads the map as 8-byte words.
         spare = np.empty(h * w + 8, np.uint8)
         offset = (-spare.ctypes.data) % 8
         out = spare[offset : offset + h * w].reshape(h, w)
     if not image.size:
         return out
-    kernel = host_kernel(f"canny_levels_{'l2' if l2_gradient else 'l1'}", source(l2_gradient))
-    thread_pool.before_run()
-    args = (image, out, _ring(w, ring_type(l2_gradient)))
-    kernel(*(tvm_ffi.from_dlpack(a, require_contiguous=True) for a in args), low, high)
+    name = f"canny_levels_{'l2' if l2_gradient else 'l1'}"
+    ring = _ring(w, ring_type(l2_gradient))
+    run_host_kernel(name, source(l2_gradient), image, out, ring, low, high)
     return out
-
-
-def _fits(out, shape) -> bool:
-    return (
-        isinstance(out, np.ndarray)
-        and out.dtype == np.uint8
-        and out.shape == shape
-        and out.flags.c_contiguous
-        and out.flags.writeable
-        and out.ctypes.data % 8 == 0
-    )
 
 
 _workspace = threading.local()
@@ -281,9 +263,3 @@ def _ring(w: int, dtype: np.dtype) -> np.ndarray:
     if ring is None or ring.size != size or ring.dtype != dtype:
         ring = _workspace.ring = np.empty(size, dtype)
     return ring
-
-
-def _describe(array) -> str:
-    if isinstance(array, np.ndarray):
-        return f"{array.dtype}{list(array.shape)}"
-    return type(array).__name__

@@ -57,7 +57,8 @@ if flat[{p}] == T.uint8(2):
 """
 
 
-def _indent(text: str, spaces: int) -> str:
+def indent(text: str, spaces: int) -> str:
+    """`text` with each non-blank line indented by `spaces` (TVMScript built from pieces)."""
     return "".join(" " * spaces + line if line.strip() else line for line in text.splitlines(True))
 
 
@@ -121,10 +122,10 @@ def hysteresis(
         ) != T.uint64(0):
             for j in range(8):
 """
-        + _indent(_FLOOD.format(p="k * 8 + j"), 16)
+        + indent(_FLOOD.format(p="k * 8 + j"), 16)
         + """    for t in range(h * w - h * w // 8 * 8):  # the bytes past the last whole word
 """
-        + _indent(_FLOOD.format(p="h * w // 8 * 8 + t"), 8)
+        + indent(_FLOOD.format(p="h * w // 8 * 8 + t"), 8)
         + """    for y in range(h):
         for x in range(w):
             m[y, x] = T.if_then_else(m[y, x] == T.uint8(255), T.uint8(255), T.uint8(0))
@@ -184,7 +185,7 @@ def hysteresis(
     ):
         raise OutputBufferError(
             f"hysteresis: out must be a writeable, C-contiguous uint8 array of shape"
-            f" {list(candidates.shape)}, got {_describe(out)}"
+            f" {list(candidates.shape)}, got {describe(out)}"
         )
     if not candidates.size:
         return out
@@ -197,25 +198,15 @@ def hysteresis(
 
 def flood_levels(levels: np.ndarray) -> np.ndarray:
     """cv2.Canny's edges from a level map (2-D uint8, 0: no candidate, 1: a weak one, 2: a
-    strong one; C-contiguous, writeable and 8-byte aligned, as gdp.runtime.canny.canny_levels
-    makes it), flooded in place and returned. Values other than 0, 1 and 2 are not checked: the
-    kernel stays memory-safe on them, but its edges are then not Canny's."""
-    import tvm_ffi
+    strong one; as is_level_map says, as gdp.runtime.canny.canny_levels makes it), flooded in
+    place and returned. Values other than 0, 1 and 2 are not checked: the kernel stays
+    memory-safe on them, but its edges are then not Canny's."""
+    from gdp.runtime.backends.tvm.kernels import run_host_kernel
 
-    from gdp.runtime.backends.tvm import thread_pool
-    from gdp.runtime.backends.tvm.kernels import host_kernel
-
-    if not (
-        isinstance(levels, np.ndarray)
-        and levels.dtype == np.uint8
-        and levels.ndim == 2
-        and levels.flags.c_contiguous
-        and levels.flags.writeable
-        and levels.ctypes.data % 8 == 0
-    ):
+    if not is_level_map(levels):
         raise InputError(
             "flood_levels: expected a writeable, C-contiguous, 8-byte aligned 2-D uint8 level"
-            f" map, got {_describe(levels)}"
+            f" map, got {describe(levels)}"
         )
     if levels.size > MAX_PIXELS:
         raise InputError(
@@ -224,14 +215,28 @@ def flood_levels(levels: np.ndarray) -> np.ndarray:
         )
     if not levels.size:
         return levels
-    kernel = host_kernel("hysteresis_levels", LEVELS_SOURCE)
-    thread_pool.before_run()
     stack = np.empty(2 * levels.size, np.int32)
-    kernel(*(tvm_ffi.from_dlpack(a, require_contiguous=True) for a in (levels, stack)))
+    run_host_kernel("hysteresis_levels", LEVELS_SOURCE, levels, stack)
     return levels
 
 
-def _describe(array) -> str:
+def is_level_map(array, shape: tuple | None = None) -> bool:
+    """Whether `array` can hold a level map the flood works on in place (of `shape` where
+    given): 2-D uint8, C-contiguous, writeable, and 8-byte aligned (the flood reads it as
+    8-byte words)."""
+    return (
+        isinstance(array, np.ndarray)
+        and array.dtype == np.uint8
+        and array.ndim == 2
+        and (shape is None or array.shape == shape)
+        and array.flags.c_contiguous
+        and array.flags.writeable
+        and array.ctypes.data % 8 == 0
+    )
+
+
+def describe(array) -> str:
+    """An array as error messages name it: dtype, shape, and layout flags where they matter."""
     if not isinstance(array, np.ndarray):
         return type(array).__name__
     flags = "" if array.flags.c_contiguous else " not C-contiguous"
@@ -240,17 +245,8 @@ def _describe(array) -> str:
 
 
 def _run(candidates: np.ndarray, strong: np.ndarray, out: np.ndarray) -> np.ndarray:
-    import tvm_ffi
+    from gdp.runtime.backends.tvm.kernels import run_host_kernel
 
-    from gdp.runtime.backends.tvm import thread_pool
-    from gdp.runtime.backends.tvm.kernels import host_kernel
-
-    kernel = host_kernel("hysteresis", SOURCE)
-    thread_pool.before_run()
     stack = np.empty(2 * out.size, np.int32)
-    # numpy's data need not be 64-byte aligned (TVM's default): the kernel's buffers ask only
-    # for their element's alignment.
-    kernel(
-        *(tvm_ffi.from_dlpack(a, require_contiguous=True) for a in (candidates, strong, out, stack))
-    )
+    run_host_kernel("hysteresis", SOURCE, candidates, strong, out, stack)
     return out

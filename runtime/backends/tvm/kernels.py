@@ -12,9 +12,12 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import numpy as np
 import tvm
+import tvm_ffi
 
 from gdp.errors import CompileError
+from gdp.runtime.backends.tvm import thread_pool
 from gdp.runtime.cache import DiskCache, cache_key, default_cache_dir
 
 LIBRARY = "kernel.so"
@@ -65,6 +68,21 @@ def host_kernel(name: str, source: str, cache: DiskCache | None = None) -> tvm.r
             )
             _loaded[(name, source)] = hit
     return hit[1]
+
+
+def run_host_kernel(name: str, source: str, *args) -> None:
+    """Run `host_kernel(name, source)` on this thread: numpy arrays (C-contiguous) are passed
+    by DLPack without a copy, other arguments (integers) as they are. numpy's data need not be
+    64-byte aligned (TVM's default): a kernel's buffers ask only for their element's
+    alignment."""
+    kernel = host_kernel(name, source)
+    thread_pool.before_run()
+    kernel(
+        *(
+            tvm_ffi.from_dlpack(a, require_contiguous=True) if isinstance(a, np.ndarray) else a
+            for a in args
+        )
+    )
 
 
 def _load(
