@@ -40,9 +40,16 @@ def compile(
     name) and a disagreement raises `VerificationError` naming the output and the first TF op
     that disagrees (gdp.frontend.verify). `verify=False` skips it; its cost is
     `report()["verify_s"]`.
+
+    `compile_only=True` compiles into the cache without loading what it compiled, for
+    `export` on a machine without the target's device (a gpu bundle built on a CPU machine);
+    the model then refuses to run, and only the conversion is verified.
     """
     verify = options.pop("verify", True)
     sample = options.pop("sample", None)
+    compile_only = options.pop("compile_only", False)
+    if not isinstance(compile_only, bool):
+        raise TargetError(f"compile_only: expected True or False, got {compile_only!r}")
     if not isinstance(verify, bool):
         raise TargetError(f"verify: expected True or False, got {verify!r}")
     # A bad target fails before any conversion work.
@@ -53,8 +60,10 @@ def compile(
         ranges = Model._input_ranges(options.get("input_ranges"), graph)
         check = Verification(source, graph, input_ranges=ranges, sample=sample)
         check.conversion()  # before the backend compiles: a wrong conversion costs no compile
-    model = Model(graph, resolved, options, cache_dir=cache_dir)
-    if check is not None:
+    model = Model(graph, resolved, options, cache_dir=cache_dir, compile_only=compile_only)
+    if check is not None and compile_only:
+        model.verification = check.report()
+    elif check is not None:
         check.compiled(model)
         model.verification = check.report()
     return model

@@ -9,13 +9,18 @@ shape-generic one where the model compiled its free dimensions generically, and 
 shape compiled: the shapes run so far, the static shape, the shapes asked for at export) as the
 backend wrote it into its cache entry (`executables/N/`) with the graph the backend received
 (`graphs/N.onnx`), and `manifest.json`: the gdp version, target, backend, the backend's
-`fingerprint()` (toolchain, CPU, code), the host's CPU and its LLVM features, the model's
+`runtime_fingerprint()` (TVM's runtime and gdp's code: what must match to load) and
+`fingerprint()` (the toolchain that compiled it), the host's CPU, its flags and LLVM features
+(a cpu bundle), the model's
 options, what each executable was compiled for, and every file's size and SHA-256 (the disk
 cache's checksum, gdp.runtime.cache).
 
 `load` refuses, with a `BundleError` naming what differs, a bundle written by another gdp version,
-for another target, or by another toolchain or CPU (a library built for another CPU may crash on
-this one), and a bundle whose files do not match their checksums.
+for another target, by another runtime, or for a CPU that has features this one lacks (a library
+built for another CPU may crash on this one), and a bundle whose files do not match their
+checksums. Loading needs TVM's runtime only (TVM_USE_RUNTIME_LIB=1 works): the CPU check then
+reads Linux's CPU flags, since LLVM's feature names need the compiler; a gpu bundle's
+architecture is checked against the GPU when its libraries load.
 
 Trust model: a bundle is code (its libraries are dlopen'ed), trusted as far as its directory is
 trusted. `load` refuses (a `BundleError` naming the path, its mode and owner) a bundle whose
@@ -138,19 +143,13 @@ def _describe(shapes: Mapping[str, Iterable[int | None]]) -> str:
 
 
 def host_facts(backend: Backend) -> dict:
-    """What of this machine a backend's code depends on beyond its fingerprint: the machine, and
-    for a CPU backend compiling through LLVM, its CPU and the CPU features LLVM compiles for."""
+    """What of this machine a backend's code depends on beyond its fingerprint: the machine,
+    and for a CPU backend (one with `cpu_facts`), its CPU's flags and the features LLVM
+    compiles for."""
     facts: dict[str, Any] = {"machine": platform.machine(), "system": platform.system()}
-    target = getattr(backend, "target", None)
-    if callable(target):
-        tvm_target = target()
-        if tvm_target.kind.name == "llvm":
-            from tvm.target import codegen
-
-            facts["cpu"] = str(tvm_target.attrs.get("mcpu", ""))
-            facts["cpu_features"] = sorted(
-                str(f) for f in codegen.llvm_get_cpu_features(tvm_target)
-            )
+    cpu_facts = getattr(backend, "cpu_facts", None)
+    if callable(cpu_facts):
+        facts.update(cpu_facts())
     return facts
 
 
@@ -205,7 +204,9 @@ def export(
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
             "target": model.target.name,
             "backend": backend.name,
-            "fingerprint": backend.fingerprint(),
+            # What must match to load (check_compatible); the toolchain is for people.
+            "fingerprint": backend.runtime_fingerprint(),
+            "toolchain": backend.fingerprint(),
             "host": host_facts(backend),
             "precision": model.precision,
             "options": model.options,
@@ -386,19 +387,24 @@ def check_compatible(root: Path, manifest: dict, target: Target) -> Backend:
             f"{root}: the bundle was built for a {built.get('machine')} machine, this is "
             f"{host['machine']}: {again}"
         )
-    missing = sorted(set(built.get("cpu_features", [])) - set(host.get("cpu_features", [])))
+    # LLVM's features where both machines have the compiler to name them, else the CPU flags
+    # Linux lists (a runtime-only TVM: TVM_USE_RUNTIME_LIB=1).
+    kind = "cpu_features" if "cpu_features" in host else "cpu_flags"
+    missing = sorted(set(built.get(kind, [])) - set(host.get(kind, [])))
+    if kind in built and kind not in host:
+        missing = [f"the {kind.replace('_', ' ')} it needs could not be read here"]
     if missing:
         raise BundleError(
             f"{root}: the bundle was built for CPU {built.get('cpu')!r}; this CPU "
             f"({host.get('cpu')!r}) lacks {', '.join(missing[:12])}"
             f"{' ...' if len(missing) > 12 else ''}: {again}"
         )
-    fingerprint = backend.fingerprint()
+    fingerprint = backend.runtime_fingerprint()
     if manifest.get("fingerprint") != fingerprint:
         raise BundleError(
-            f"{root}: the bundle was built by toolchain {manifest.get('fingerprint')!r} "
-            f"(CPU {built.get('cpu', built.get('machine'))!r}), this machine's is "
-            f"{fingerprint!r} (CPU {host.get('cpu', host['machine'])!r}): {again}"
+            f"{root}: the bundle was built for runtime {manifest.get('fingerprint')!r} "
+            f"(toolchain {manifest.get('toolchain')!r}), this machine's is {fingerprint!r}: "
+            f"{again}"
         )
     return backend
 

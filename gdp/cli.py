@@ -153,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "export":
         try:
-            model = gdp.compile(args.onnx, target=args.target)
+            # Exporting runs nothing: a gpu bundle is built on a machine without a GPU.
+            model = gdp.compile(args.onnx, target=args.target, compile_only=True)
             path = model.export(args.output, shapes=args.shapes)
         except gdp.GdpError as err:
             print(f"gdp: {err}", file=sys.stderr)

@@ -42,6 +42,7 @@ from gdp.signature import (
     check_input,
     graph_inputs,
     graph_outputs,
+    on_device,
 )
 from gdp.version import __version__
 
@@ -114,8 +115,11 @@ class Model:
         target: Target,
         options: Mapping[str, Any] | None = None,
         cache_dir: str | Path | None = None,
+        compile_only: bool = False,
     ) -> None:
         self.target = target
+        # Compile into the cache, load nothing (gdp.compile's compile_only: export elsewhere).
+        self.compile_only = compile_only
         # What gdp.compile's verification compared (gdp.frontend.verify); None if not verified.
         self.verification: dict | None = None
         self._backend = get_backend(target.backend)
@@ -239,7 +243,15 @@ class Model:
             return {}
         out = {}
         for sig, array in zip(self.inputs, arrays, strict=True):
-            if sig.dtype.kind != "f" or array.size == 0:
+            if sig.dtype.kind != "f":
+                continue
+            if on_device(array):
+                raise InputError(
+                    f"input {sig.name!r}: an fp16 model checks its float inputs' values on the"
+                    " host, and this one is a device array: pass a host array, or compile"
+                    " with precision='fp32'"
+                )
+            if array.size == 0:
                 continue
             lo, hi = float(np.min(array)), float(np.max(array))
             if not (np.isfinite(lo) and np.isfinite(hi)):
@@ -557,7 +569,11 @@ class Model:
             "shapes: generic" if generic else "shapes: per-shape",
         )
         got = obtain(
-            self._cache, backend, key, lambda d: backend.compile(graph, d, self.options, profile)
+            self._cache,
+            backend,
+            key,
+            lambda d: backend.compile(graph, d, self.options, profile),
+            load=not self.compile_only,
         )
         outputs = graph_outputs(graph)
         self._builds += 1

@@ -114,7 +114,57 @@ def fit_shape(array: np.ndarray, shape: tuple[int | None, ...]) -> np.ndarray | 
     return None
 
 
+# DLPack's device type of host memory.
+DLPACK_CPU = 1
+
+
+def on_device(value: Any) -> bool:
+    """Whether `value` is an array in an accelerator's memory: a DLPack producer (a torch.cuda
+    tensor, a CuPy array) whose device is not the host's."""
+    if isinstance(value, np.ndarray) or not hasattr(value, "__dlpack_device__"):
+        return False
+    try:
+        return int(value.__dlpack_device__()[0]) != DLPACK_CPU
+    except Exception:
+        return False
+
+
+def _check_device_input(sig: TensorSig, value: Any) -> Any:
+    """A device array checked against `sig` (dtype, shape, C-contiguous), returned as it is:
+    the backend reads it in place through DLPack."""
+    try:
+        dtype = np.dtype(str(value.dtype).removeprefix("torch."))
+        shape = tuple(int(d) for d in value.shape)
+    except (TypeError, AttributeError):
+        raise InputError(
+            f"input {sig.name!r}: a device array of dtype {getattr(value, 'dtype', '?')} that"
+            f" gdp cannot read (expected {sig.describe()})"
+        ) from None
+    if dtype != sig.dtype:
+        raise InputError(f"input {sig.name!r}: expected dtype {sig.dtype.name}, got {dtype.name}")
+    if len(shape) != len(sig.shape) or any(
+        e is not None and e != g for e, g in zip(sig.shape, shape, strict=False)
+    ):
+        raise InputError(f"input {sig.name!r}: expected shape {sig.describe()}, got {shape}")
+    if 0 in shape:
+        raise InputError(
+            f"input {sig.name!r}: expected shape {sig.describe()} with every extent at least 1,"
+            f" got the empty device array {shape}"
+        )
+    contiguous = value.is_contiguous() if hasattr(value, "is_contiguous") else None
+    if contiguous is None:
+        contiguous = getattr(getattr(value, "flags", None), "c_contiguous", True)
+    if not contiguous:
+        raise InputError(
+            f"input {sig.name!r}: expected a C-contiguous device array, got a strided view"
+            " (make it contiguous first: .contiguous() / cupy.ascontiguousarray)"
+        )
+    return value
+
+
 def check_input(sig: TensorSig, value: Any) -> np.ndarray:
+    if on_device(value):
+        return _check_device_input(sig, value)
     if not isinstance(value, np.ndarray):
         if not hasattr(value, "__array__"):
             raise InputError(

@@ -46,7 +46,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gdp.errors import CacheError
+from gdp.errors import CacheError, ExecutionError
 from gdp.runtime.backends.base import Backend, Executable
 
 MANIFEST = "manifest.json"
@@ -420,9 +420,28 @@ class Obtained:
     load_s: float = 0.0
 
 
-def obtain(cache: DiskCache, backend: Backend, key: str, compile_into: Callable) -> Obtained:
+class NotLoaded(Executable):
+    """An executable compiled into the cache and not loaded (obtain(load=False): a model
+    compiled only to be exported, on a machine that may lack the target's device)."""
+
+    def __init__(self, entry: Path, meta: dict) -> None:
+        self.entry = entry
+        self.min_extents = tuple(tuple(m) for m in meta.get("min_extents", ()))
+
+    def run(self, inputs, profile=None):
+        raise ExecutionError(
+            f"this model was compiled with compile_only=True: its executable ({self.entry}) is"
+            " compiled, not loaded; export it (model.export) and gdp.load the bundle on a"
+            " machine with the target's device"
+        )
+
+
+def obtain(
+    cache: DiskCache, backend: Backend, key: str, compile_into: Callable, load: bool = True
+) -> Obtained:
     """The executable for `key`: from this process, else the disk cache, else compiled by
-    `compile_into(directory) -> meta` into a new entry, loaded by `backend`."""
+    `compile_into(directory) -> meta` into a new entry, loaded by `backend`. With `load=False`
+    nothing is loaded: the entry is found or compiled, and a NotLoaded stands for it."""
     with _loaded_lock:
         hit = _loaded.get(key)
     if hit is not None:
@@ -441,6 +460,8 @@ def obtain(cache: DiskCache, backend: Backend, key: str, compile_into: Callable)
             source = "compiled"
         else:
             (entry, meta), compile_s, source = found, 0.0, "disk"
+        if not load:  # never kept in _loaded: a later loading call must load it
+            return Obtained(NotLoaded(entry, meta), meta, source, compile_s)
         t0 = time.perf_counter()
         try:
             executable = backend.load(entry, meta)

@@ -43,7 +43,9 @@ Tolerances (per output, by dtype; `compare`):
         as much; atol grows by 4 * 2**-24 * extent * max(1, max |TF|) (a 1080p -> 224 bilinear
         downscale of a random [0, 1] probe differs by 1.5e-4; the allowance there is 4.6e-4).
         NaN where TF has NaN and the same infinity where TF has one are equal; anything else
-        non-finite is an error.
+        non-finite is an error. An output stored in a narrower float (float16, bfloat16: a cast
+        at the end) may round the other way where the float32 value before the cast differs in
+        its last bits: rtol grows by that type's epsilon (one unit in its last place).
     float, fp16 (precision="fp16", the npu): within 1% of the output's range, atol = 1e-2 *
         max |TF| and rtol 1e-2 (GDPNPU's table 5-4 reports 0.00-0.18% mean relative errors; 1%
         bounds any single element), and never NaN or inf where TF is finite.
@@ -236,7 +238,7 @@ def compare(
     w, g = want.astype(np.float64), got.astype(np.float64)
     finite = np.isfinite(w)
     peak = float(np.max(np.abs(w[finite]))) if finite.any() else 0.0
-    atol, rtol, tol = _float_tolerance(peak, fp16, terms, extent)
+    atol, rtol, tol = _float_tolerance(peak, fp16, terms, extent, want.dtype)
     with np.errstate(invalid="ignore", over="ignore"):
         err = np.where(finite, np.abs(g - w), 0.0)
         bad = finite & ~(err <= atol + rtol * np.abs(w))  # NaN in got is bad
@@ -253,13 +255,18 @@ def compare(
                     f"at {list(map(int, at))} (TF {w[at]:.6g}, got {g[at]:.6g})")  # fmt: skip
 
 
-def _float_tolerance(peak: float, fp16: bool, terms: int, extent: int) -> tuple[float, float, str]:
-    """(atol, rtol, in words) for a float output whose largest finite |TF| is `peak`."""
+def _float_tolerance(
+    peak: float, fp16: bool, terms: int, extent: int, dtype: np.dtype
+) -> tuple[float, float, str]:
+    """(atol, rtol, in words) for a float output of `dtype` whose largest finite |TF| is
+    `peak`."""
     if fp16:
         atol = FP16_TOL * max(peak, 2.0**-14)
         return atol, FP16_TOL, f"1% of the range: {atol:.3g} + {FP16_TOL:g} * |TF|"
     rtol = max(FP32_TOL, SUM_DRIFT * terms)
     atol = (rtol + COORDINATE_DRIFT * extent) * max(1.0, peak)
+    if np.dtype(dtype).itemsize < 4:  # one unit in the last place of the narrow type
+        rtol += float(np.finfo(dtype).eps)
     return atol, rtol, f"{atol:.3g} + {rtol:.3g} * |TF|"
 
 
@@ -272,6 +279,7 @@ def _quick(want: np.ndarray, got: np.ndarray, fp16: bool, terms: int, extent: in
         return 0.0 if np.array_equal(want, got) else None
     if want.dtype.kind != "f" or want.size == 0:
         return None
+    dtype = want.dtype
     if want.dtype.itemsize < 4:
         want, got = want.astype(np.float32), got.astype(np.float32)
     want, got = np.atleast_1d(want), np.atleast_1d(got)  # 0-d: ufuncs return scalars
@@ -279,7 +287,7 @@ def _quick(want: np.ndarray, got: np.ndarray, fp16: bool, terms: int, extent: in
     peak = float(bound.max())
     if not math.isfinite(peak):
         return None
-    atol, rtol, _ = _float_tolerance(peak, fp16, terms, extent)
+    atol, rtol, _ = _float_tolerance(peak, fp16, terms, extent, dtype)
     err = np.subtract(got, want)
     np.abs(err, out=err)
     bound *= rtol

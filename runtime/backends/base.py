@@ -64,6 +64,12 @@ class Backend(ABC):
     def fingerprint(self) -> str:
         """Everything about the toolchain and device that changes compiled code (cache key)."""
 
+    def runtime_fingerprint(self) -> str:
+        """What must match for code compiled elsewhere to load here (a bundle): by default
+        everything `fingerprint` names; a backend whose code runs on any machine its compiler
+        could target (checked apart) names less."""
+        return self.fingerprint()
+
     def profile_facts(self, profile: CostProfile | None) -> dict:
         """What of the target's cost profile compile() reads, JSON-able: part of the cache key, so
         that a recalibrated profile rebuilds only the backends whose code it changes."""

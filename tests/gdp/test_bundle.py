@@ -136,16 +136,35 @@ print(json.dumps({
 """
 
 
-def test_a_bundle_runs_in_a_fresh_process_without_any_compiler(made, tmp_path):
+# The child with TVM's runtime alone (TVM_USE_RUNTIME_LIB=1): no compiler to block, and none
+# may be loaded.
+RUNTIME_ONLY_CHILD = CHILD.replace(
+    CHILD[CHILD.index("import tvm, tvm.relax") : CHILD.index("import numpy as np")],
+    """
+import tvm
+
+def compiler_loaded():
+    with open("/proc/self/maps") as maps:
+        return "libtvm_compiler" in maps.read()
+
+assert not compiler_loaded(), "TVM_USE_RUNTIME_LIB=1 loaded the compiler"
+""",
+).replace("report = model.report()", "assert not compiler_loaded()\nreport = model.report()")
+
+
+@pytest.mark.parametrize("runtime_only", [False, True], ids=["compiler-blocked", "runtime-only"])
+def test_a_bundle_runs_in_a_fresh_process_without_any_compiler(made, tmp_path, runtime_only):
     cases = {"bundled": image((4, 6, 3), 1), "other": image((5, 7, 3), 2)}
     np.savez(tmp_path / "in.npz", **cases)
     empty_cache = tmp_path / "empty-cache"
     env = {**os.environ, "GDP_CACHE_DIR": str(empty_cache), "PYTHONPATH": str(ROOT)}
+    if runtime_only:
+        env["TVM_USE_RUNTIME_LIB"] = "1"
     done = subprocess.run(
         [
             sys.executable,
             "-c",
-            textwrap.dedent(CHILD),
+            textwrap.dedent(RUNTIME_ONLY_CHILD if runtime_only else CHILD),
             str(made["base"] / "generic"),
             str(tmp_path / "in.npz"),
             str(tmp_path / "out.npz"),
@@ -199,7 +218,7 @@ def test_a_tampered_fingerprint_is_refused(made, tmp_path):
     manifest = json.loads((bundle / MANIFEST).read_text())
     manifest["fingerprint"] = manifest["fingerprint"].replace("tvm-", "tvm-0.0.1-other-")
     (bundle / MANIFEST).write_text(json.dumps(manifest))
-    with pytest.raises(BundleError, match="built by toolchain 'tvm-0.0.1-other-.*export the"):
+    with pytest.raises(BundleError, match="built for runtime 'tvm-0.0.1-other-.*export the"):
         gdp.load(bundle)
 
 

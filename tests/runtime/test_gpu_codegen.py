@@ -7,6 +7,7 @@ Compiling goes through the stages gdp.compile runs (conversion, the rewrite pipe
 gpu target's rewrites, the backend's compile) without loading the result, which needs a GPU."""
 
 import importlib
+import json
 import re
 import shutil
 import subprocess
@@ -515,3 +516,101 @@ def test_cv2_chain_on_the_gpu_matches_opencv(tmp_path):
     got = got["gray"] if isinstance(got, dict) else got
     want = opencv.cvtColor(opencv.GaussianBlur(src, (5, 5), 0), opencv.COLOR_BGR2GRAY)
     assert np.abs(got.astype(int) - want.astype(int)).max() <= 1
+
+
+# -- compile here, run there: compile_only, bundles, device arrays ---------------------------
+
+
+def test_a_gpu_bundle_is_exported_without_a_gpu_and_refused_where_none_runs(tmp_path):
+    """gdp.compile(compile_only=True) compiles for the gpu and loads nothing; the model refuses
+    to run, its export holds the library with the runtime's fingerprint, and loading the bundle
+    without a GPU is the clear ExecutionError, not a crash."""
+    tone = importlib.import_module("tone")
+    model = gdp.compile(
+        tone.program, target="gpu", compile_only=True, verify=False, cache_dir=tmp_path / "c"
+    )
+    rgb = np.zeros((1080, 1920, 3), np.float32)
+    with pytest.raises(ExecutionError, match="compile_only=True.*gdp.load the bundle"):
+        model(rgb)
+    bundle = model.export(tmp_path / "bundle")
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    backend = get_backend("tvm-cuda")
+    assert manifest["fingerprint"] == backend.runtime_fingerprint()
+    assert "sm_90" in manifest["toolchain"] and "sm_90" not in manifest["fingerprint"]
+    (entry,) = manifest["executables"]
+    library = (bundle / entry["dir"] / LIBRARY).read_bytes()
+    _check_library(library, entry["meta"], cuda.gpu_arch())
+    if not HAS_GPU:
+        with pytest.raises(ExecutionError, match="target 'gpu' needs"):
+            gdp.load(bundle)
+
+
+def test_gdp_export_for_the_gpu_on_the_command_line(tmp_path, monkeypatch, capsys):
+    from gdp.cli import main
+
+    tone = importlib.import_module("tone")
+    onnx.save(convert(tone.program, None)[0], tmp_path / "tone.onnx")
+    monkeypatch.setenv("GDP_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("GDP_GPU_ARCH", "sm_80")
+    code = main(
+        ["export", str(tmp_path / "tone.onnx"), "--target", "gpu", "-o", str(tmp_path / "b")]
+    )
+    assert code == 0, capsys.readouterr().err
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert manifest["target"] == "gpu" and manifest["executables"][0]["meta"]["gpu_arch"] == "sm_80"
+
+
+class _CudaArray:
+    """A stand-in for a torch.cuda tensor as gdp's input checks see one: a DLPack producer on
+    device type 2 (CUDA) with a dtype, a shape and a contiguity flag. It has no data: the
+    checks must refuse it before anything reads it."""
+
+    def __init__(self, shape, dtype="torch.float32", contiguous=True) -> None:
+        self.shape, self.dtype, self._contiguous = shape, dtype, contiguous
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+    def is_contiguous(self) -> bool:
+        return self._contiguous
+
+
+@pytest.mark.parametrize(
+    ("array", "message"),
+    [
+        (_CudaArray((1080, 1920, 3), "torch.uint8"), "expected dtype float32, got uint8"),
+        (_CudaArray((1080, 1920, 4)), r"expected shape float32\[1080, 1920, 3\], got"),
+        (_CudaArray((1080, 1920, 3), contiguous=False), "C-contiguous device array"),
+        (_CudaArray((1080, 1920, 3)), "a device array .* given to a model that runs on cpu"),
+    ],
+)
+def test_device_arrays_are_checked_before_anything_reads_them(array, message):
+    from gdp.errors import InputError
+
+    tone = importlib.import_module("tone")
+    model = gdp.compile(tone.program, target="cpu", verify=False)
+    with pytest.raises(InputError, match=message):
+        model(array)
+
+
+def test_device_arrays_are_read_in_place_and_outputs_stay_on_the_device(tmp_path):
+    """TvmExecutable's device path (DLPack in, the VM, outputs as the input library's tensors)
+    on the CPU device: a cpu library run as if its device were not the host's, its inputs TVM
+    tensors, its outputs TVM tensors sharing the VM's memory, equal to the peer's."""
+    tone = importlib.import_module("tone")
+    graph = convert(tone.program, None)[0]
+    backend = get_backend("tvm-llvm")
+    prepared = pipeline.prepare(
+        graph, None, backend.required_rewrites, False, None, None, IR_VERSION
+    )
+    backend.compile(prepared.graph, tmp_path, {}, None)
+    loaded = cuda.CudaExecutable(tvm.runtime.load_module(str(tmp_path / LIBRARY)), tvm.cpu())
+    loaded.zero_copy_inputs = False  # as on a GPU: host arrays would be staged
+    rgb = np.random.default_rng(1).random((1080, 1920, 3), dtype=np.float32)
+    on_device = tvm_ffi.from_dlpack(rgb)
+    (got,) = loaded.run([on_device])
+    assert isinstance(got, tvm_ffi.Tensor) and not isinstance(got, np.ndarray)
+    np.testing.assert_allclose(
+        np.from_dlpack(got), tone.peer(rgb=rgb)["mapped"], rtol=1e-5, atol=1e-6
+    )
+    assert not loaded._staging  # read in place, nothing staged

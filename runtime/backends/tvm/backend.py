@@ -7,11 +7,16 @@ A backend (llvm.py, and a GPU one beside it) subclasses TvmBackend and provides:
 - `name`, and `target()`: the tvm.target.Target it compiles for;
 - `device()`: the tvm.runtime.Device its executables run on;
 - `pipeline`: TVM's own pass lists for that target (tvm.relax.backend.<kind>.pipeline);
-- `schedules`: its schedule module, publishing schedule(mod, target), KERNEL_RULES (what one
-  kernel may hold, for the fusion planner) and row_scan(stmt) (fusion.Schedules);
+- `schedules_module`: the name of its schedule module, publishing schedule(mod, target),
+  KERNEL_RULES (what one kernel may hold, for the fusion planner) and row_scan(stmt)
+  (fusion.Schedules), imported when compiling (`schedules`);
 - `toolchain()`: what of the target and its compiler changes the code (for the cache key);
 optionally `finish(mod)` (the last step on the scheduled module) and `prepare_load()` (what
 must be set before the first kernel runs, such as a thread pool's size).
+
+Loading needs TVM's runtime only (`TVM_USE_RUNTIME_LIB=1`, no libtvm_compiler.so): what imports
+TVM's compiler (Relax, the importer, the lowering, the schedules) is imported by compile(), and
+the code hash reads the compiling modules' files without importing them.
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import importlib
+import importlib.util
 import inspect
-import sys
 from abc import abstractmethod
 from pathlib import Path
 from types import ModuleType
@@ -30,12 +36,29 @@ import tvm
 
 from gdp.errors import CompileError, TargetError
 from gdp.runtime.backends.base import Backend, CostProfile, Executable
-from gdp.runtime.backends.tvm import executable, fusion, lowering, relax_import
 from gdp.runtime.backends.tvm.executable import TvmExecutable
-from gdp.runtime.backends.tvm.fusion import DEFAULT_FUSION, FUSIONS, Schedules
-from gdp.runtime.fusion import CostModel, planner
 
 LIBRARY = "model.so"
+
+# The modules every TVM backend compiles with (the shared lowering, the fusion planner and its
+# adapter, the executable, this module): their code shapes the compiled kernels.
+SHARED_CODE = (
+    "gdp.runtime.backends.tvm.relax_import",
+    "gdp.runtime.backends.tvm.lowering",
+    "gdp.runtime.backends.tvm.fusion",
+    "gdp.runtime.backends.tvm.executable",
+    "gdp.runtime.fusion.planner",
+    __name__,
+)
+
+
+def source_file(module: str) -> Path:
+    """The file of `module`, found without importing it (a compiling module imports TVM's
+    compiler, which a runtime-only TVM lacks)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise ImportError(f"no source file for module {module}")
+    return Path(spec.origin)
 
 
 # The least file-size limit (RLIMIT_FSIZE's hard limit) a compile is tried under: a library
@@ -80,7 +103,12 @@ class TvmBackend(Backend):
     )
     options = frozenset({"fusion"})
     pipeline: ModuleType
-    schedules: Schedules
+    schedules_module: str
+
+    @functools.cached_property
+    def schedules(self) -> ModuleType:
+        """The schedule module (fusion.Schedules), imported on first use: compiling only."""
+        return importlib.import_module(self.schedules_module)
 
     @abstractmethod
     def target(self) -> tvm.target.Target:
@@ -104,17 +132,21 @@ class TvmBackend(Backend):
     def fingerprint(self) -> str:
         return f"tvm-{tvm.__version__}-{self.toolchain()}-code-{self.code_hash}"
 
+    def runtime_fingerprint(self) -> str:
+        # The toolchain (LLVM's version and target) made the code; TVM's runtime and gdp's
+        # calling conventions (the code hash) load and run it.
+        return f"tvm-{tvm.__version__}-{self.name}-code-{self.code_hash}"
+
     @functools.cached_property
     def code_hash(self) -> str:
         """A hash of the code that shapes the compiled kernels (the shared lowering, the fusion
         planner and its adapter, this backend and its schedules): a changed schedule must not
         load kernels cached by the old one."""
         digest = hashlib.sha256()
-        shared = (relax_import, lowering, fusion, executable, planner, sys.modules[__name__])
-        # The modules defining this backend and its schedules (a module, or a class in one).
-        own = (inspect.getmodule(type(self)), inspect.getmodule(self.schedules))
-        for module in (*shared, *own):
-            digest.update(Path(module.__file__).read_bytes())
+        # ... and the modules defining this backend and its schedules.
+        own = (inspect.getmodule(type(self)).__name__, self.schedules_module)
+        for module in (*SHARED_CODE, *own):
+            digest.update(source_file(module).read_bytes())
         return digest.hexdigest()[:16]
 
     def profile_facts(self, profile: CostProfile | None) -> dict:
@@ -125,6 +157,10 @@ class TvmBackend(Backend):
     def compile(
         self, model: onnx.ModelProto, outdir: Path, options: dict, profile: CostProfile | None
     ) -> dict:
+        from gdp.runtime.backends.tvm import lowering, relax_import
+        from gdp.runtime.backends.tvm.fusion import DEFAULT_FUSION, FUSIONS
+        from gdp.runtime.fusion import CostModel
+
         mod = relax_import.import_onnx(model)
         # The least run-time extents the generic kernels were written for (inbound slices).
         mod, min_extents = relax_import.min_extents(mod)

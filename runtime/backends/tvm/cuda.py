@@ -33,8 +33,7 @@ import tvm
 
 from gdp.errors import CompileError, ExecutionError, TargetError
 from gdp.runtime.backends.base import CostProfile, Executable
-from gdp.runtime.backends.tvm import gpu_schedules
-from gdp.runtime.backends.tvm.backend import LIBRARY, TvmBackend
+from gdp.runtime.backends.tvm.backend import LIBRARY, TvmBackend, source_file
 from gdp.runtime.backends.tvm.executable import TvmExecutable
 
 # The architecture compiled for where neither GDP_GPU_ARCH nor a present GPU names one.
@@ -72,6 +71,11 @@ _LIBDEVICE_GLOBS = (
     "{site}/nvidia/cuda_nvcc/nvvm/libdevice/libdevice*.bc",
     "{site}/nvidia/cu*/nvvm/libdevice/libdevice*.bc",
 )
+
+
+def _arch_number(arch: str) -> int:
+    """sm_90a -> 90: the driver JIT-compiles PTX for its own architecture or a later one."""
+    return int(re.sub(r"[^0-9]", "", arch))
 
 
 def libdevice_path() -> str | None:
@@ -244,18 +248,57 @@ def load_cuda_runtime() -> None:
     from tvm_ffi.libinfo import load_lib_ctypes
 
     directory = Path(_LOADED_LIBS["tvm_runtime"]._name).resolve().parent
-    try:
+
+    def load():
         _LOADED_LIBS["tvm_runtime_cuda"] = load_lib_ctypes(
             package="tvm",
             target_name="tvm_runtime_cuda",
             extra_lib_paths=[directory],
             mode="RTLD_LOCAL",
         )
+
+    try:
+        try:
+            load()
+        except (OSError, RuntimeError):
+            # libcudart.so.13 not on the loader's path: load it from where a CUDA toolkit or
+            # NVIDIA's pip package (PyTorch's) keeps it, then TVM's runtime finds it by name.
+            if not _load_cudart():
+                raise
+            load()
     except (OSError, RuntimeError) as err:
         raise ExecutionError(
             "target 'gpu' needs TVM's CUDA runtime (tvm/lib/libtvm_runtime_cuda.so, which links"
             f" the CUDA driver's libcuda.so.1 and libcudart.so.13), and it did not load: {err}"
         ) from err
+
+
+_CUDART_GLOBS = (
+    "{env}/lib64/libcudart.so.13*",
+    "/usr/local/cuda/lib64/libcudart.so.13*",
+    "/usr/local/cuda-13*/lib64/libcudart.so.13*",
+    "{site}/nvidia/cu13/lib/libcudart.so.13*",
+    "{site}/nvidia/cuda_runtime/lib/libcudart.so.13*",
+)
+
+
+def _load_cudart() -> bool:
+    """libcudart.so.13 loaded (globally, so that a library needing it by name finds it) from
+    _CUDART_GLOBS; False where none loads."""
+    import ctypes
+
+    sites = {str(Path(p)) for p in sys.path if p.endswith(("site-packages", "dist-packages"))}
+    envs = [os.environ[v] for v in ("CUDA_PATH", "CUDA_HOME") if v in os.environ]
+    for pattern in _CUDART_GLOBS:
+        roots = envs if "{env}" in pattern else sites if "{site}" in pattern else [""]
+        for root in roots:
+            for path in sorted(glob.glob(pattern.format(env=root, site=root))):
+                try:
+                    ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+                    return True
+                except OSError:
+                    continue
+    return False
 
 
 def _wide(dtype: str) -> str | None:
@@ -314,7 +357,7 @@ class CudaExecutable(TvmExecutable):
 class TvmCudaBackend(TvmBackend):
     name = "tvm-cuda"
     pipeline = _Pipeline
-    schedules = gpu_schedules
+    schedules_module = "gdp.runtime.backends.tvm.gpu_schedules"
     # One compiled model per input shape: dlight's rules read static extents.
     generic_shapes = False
 
@@ -337,10 +380,8 @@ class TvmCudaBackend(TvmBackend):
     @functools.cached_property
     def code_hash(self) -> str:
         # The min/max rewrite of finish() lives in llvm.py: its changes recompile too.
-        from gdp.runtime.backends.tvm import llvm
-
         digest = hashlib.sha256(super().code_hash.encode())
-        digest.update(Path(llvm.__file__).read_bytes())
+        digest.update(source_file("gdp.runtime.backends.tvm.llvm").read_bytes())
         return digest.hexdigest()[:16]
 
     def finish(self, mod: tvm.IRModule) -> tvm.IRModule:
@@ -374,6 +415,13 @@ class TvmCudaBackend(TvmBackend):
             raise ExecutionError(
                 "target 'gpu' needs a CUDA GPU to run, and this machine has none visible to"
                 f" TVM's CUDA runtime; the compiled library is {artifact_dir / LIBRARY}"
+            )
+        built_for = meta.get("gpu_arch")
+        here = "sm_" + tvm.cuda().compute_version.replace(".", "")
+        if built_for and _arch_number(here) < _arch_number(built_for):
+            raise ExecutionError(
+                f"the gpu library {artifact_dir / LIBRARY} was compiled for {built_for}, and this"
+                f" GPU is {here}: compile it for {here} (GDP_GPU_ARCH={here})"
             )
         loaded = CudaExecutable(tvm.runtime.load_module(str(artifact_dir / LIBRARY)), self.device())
         loaded.min_extents = tuple(tuple(m) for m in meta.get("min_extents", ()))

@@ -1,5 +1,11 @@
 """A compiled TVM model run by the Relax VM on one device: host arrays in, host arrays out, with
-the host copies, the VM and per-kernel profiling shared by every TVM backend."""
+the host copies, the VM and per-kernel profiling shared by every TVM backend.
+
+Inputs may also be arrays in the device's own memory (a torch.cuda tensor, a CuPy array: any
+DLPack producer), read in place; a run given one returns its outputs on the device, as tensors
+of the first such input's library (torch, CuPy; else TVM's own tensors, which are DLPack
+producers), without a copy. Kernels run on TVM's stream for the device, the CUDA default
+(legacy) stream, which orders them after work queued on torch's and CuPy's default streams."""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ import tvm
 import tvm_ffi
 from tvm.runtime.vm import VirtualMachine
 
+from gdp.errors import InputError
 from gdp.runtime.backends.base import Executable
 from gdp.runtime.backends.tvm import thread_pool
 from gdp.runtime.profiling import Profile
@@ -88,7 +95,15 @@ class TvmExecutable(Executable):
         """Hand `array` to the VM: zero-copy in host memory when it is element-aligned (the
         alignment the cpu kernels are compiled to assume) and numpy can export it, else a copy
         into a staging tensor kept for the next call (allocating afresh costs page faults every
-        run)."""
+        run). A device array (not numpy) is taken in place, on this executable's device only."""
+        if not isinstance(array, np.ndarray):
+            tensor = tvm_ffi.from_dlpack(array, require_contiguous=True)
+            if tensor.device != self.device:
+                raise InputError(
+                    f"input {index}: an array on {tensor.device}, and this model runs on"
+                    f" {self.device}: move it there first (or pass a host array)"
+                )
+            return tensor
         if (
             self.zero_copy_inputs
             and array.flags.aligned
@@ -135,6 +150,14 @@ class TvmExecutable(Executable):
 
     def run(self, inputs: list[np.ndarray], profile: Profile | None = None) -> list[np.ndarray]:
         thread_pool.before_run()
+        on_device = next((x for x in inputs if not isinstance(x, np.ndarray)), None)
+        if on_device is not None and self.zero_copy_inputs:
+            device_type, index = on_device.__dlpack_device__()
+            raise InputError(
+                f"a device array ({type(on_device).__name__} on DLPack device type"
+                f" {int(device_type)}, index {int(index)}) given to a model that runs on"
+                f" {self.device}: pass host arrays"
+            )
         if profile is None and self.zero_copy_inputs:
             return self._run_host(inputs)
         vm = self._vm_for(profile)
@@ -150,7 +173,10 @@ class TvmExecutable(Executable):
             for a in args
             if a.device.dlpack_device_type() == _DLPACK_CPU
         }
-        outputs = [self._to_host(tensor, inputs_at) for tensor in results]
+        if on_device is not None:
+            outputs = [_like(tensor, on_device) for tensor in results]
+        else:
+            outputs = [self._to_host(tensor, inputs_at) for tensor in results]
         t3 = time.perf_counter()
         if profile is not None:
             profile.copy_in_s += t1 - t0
@@ -224,3 +250,13 @@ class TvmExecutable(Executable):
             else:
                 results.append([t.numpy() for t in tensors])
         return results
+
+
+def _like(tensor: tvm.runtime.Tensor, example) -> object:
+    """A device output as an array of `example`'s library (torch, CuPy: their from_dlpack),
+    sharing its memory; TVM's own tensor for any other."""
+    import sys
+
+    library = sys.modules.get(type(example).__module__.split(".")[0])
+    from_dlpack = getattr(library, "from_dlpack", None)
+    return from_dlpack(tensor) if from_dlpack is not None else tensor

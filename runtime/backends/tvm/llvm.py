@@ -8,14 +8,14 @@ its compiler.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from pathlib import Path
+from types import ModuleType
 
 import tvm
-from tvm.relax.backend.cpu_generic import pipeline as cpu_pipeline
 
-from gdp.runtime.backends.tvm import llvm_schedules
 from gdp.runtime.backends.tvm.backend import TvmBackend
 
 
@@ -53,8 +53,7 @@ def _use_every_core() -> None:
 
 class TvmLlvmBackend(TvmBackend):
     name = "tvm-llvm"
-    pipeline = cpu_pipeline
-    schedules = llvm_schedules
+    schedules_module = "gdp.runtime.backends.tvm.llvm_schedules"
     # Free dimensions become Relax symbolic shapes; llvm_schedules takes extents at run time.
     generic_shapes = True
     # Reductions as TF writes them, in the forms llvm_schedules reads in one pass over rows.
@@ -63,6 +62,12 @@ class TvmLlvmBackend(TvmBackend):
         "variance_in_one_pass",
         "reductions_as_row_scans",
     )
+
+    @functools.cached_property
+    def pipeline(self) -> ModuleType:
+        from tvm.relax.backend.cpu_generic import pipeline
+
+        return pipeline
 
     def target(self) -> tvm.target.Target:
         return tvm.target.Target(_host_target_dict())
@@ -79,6 +84,33 @@ class TvmLlvmBackend(TvmBackend):
 
     def prepare_load(self) -> None:
         _use_every_core()
+
+    def cpu_facts(self) -> dict:
+        """What of this machine's CPU the compiled code may use: its flags (/proc/cpuinfo),
+        and where TVM's compiler is present, the CPU LLVM targets and the features it compiles
+        for. A bundle's facts are checked against these (gdp.bundle)."""
+        import tvm_ffi
+
+        facts: dict = {"cpu_flags": cpu_flags()}
+        if tvm_ffi.get_global_func("target.llvm_get_system_cpu", allow_missing=True):
+            from tvm.target import codegen
+
+            target = self.target()
+            facts["cpu"] = str(target.attrs.get("mcpu", ""))
+            facts["cpu_features"] = sorted(str(f) for f in codegen.llvm_get_cpu_features(target))
+        return facts
+
+
+def cpu_flags() -> list[str]:
+    """The CPU's feature flags as Linux lists them (/proc/cpuinfo), [] where it does not."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith(("flags", "Features")):
+                    return sorted(set(line.split(":", 1)[1].split()))
+    except OSError:
+        pass
+    return []
 
 
 # The longest chain of nested float min/max a kernel may hold for nan_propagating_min_max to

@@ -957,10 +957,12 @@ class _CheckedIndexMutator(relax.PyExprMutator):
         key = (op, str(indices.ty), tuple(axes), source)
         if key not in self.checkers:
             func = _index_check(op, indices.ty, len(axes), axes, source)
-            self.checkers[key] = self.builder_.add_func(func, "gdp_check_indices")
+            self.checkers[key] = self.builder_.add_func(func, INDEX_CHECK)
         return self.checkers[key]
 
 
+# The name of the kernels that check a gather's or scatter's indices (IndexError on the cpu).
+INDEX_CHECK = "gdp_check_indices"
 _CASTS = ("relax.astype", "relax.wrap_param")
 # Ops whose values are some of their first operand's (moved, repeated or dropped).
 _RANGE_KEPT = (

@@ -256,8 +256,14 @@ def test_a_program_tf_refuses_at_every_probe_size_warns_and_says_so():
         lambda x: tf.image.resize(tf.cast(x, tf.float32) / 255.0, (224, 224)),
         # a 1080p mean's float32 drift moves one uint8 value of 256 across a rounding edge
         lambda x: tf.image.adjust_contrast(tf.image.adjust_brightness(x, 0.05), 1.2),
+        # an inference server's input: normalised, then cast to float16 at the end, where a
+        # float32 value that differs in its last bits may round to the neighbouring half
+        lambda x: tf.cast(
+            (tf.image.resize(tf.cast(x, tf.float32), (224, 224)) / 255.0 - 0.45) / 0.225,
+            tf.float16,
+        ),
     ],
-    ids=["bilinear_downscale", "uint8_contrast"],
+    ids=["bilinear_downscale", "uint8_contrast", "normalised_float16"],
 )
 def test_float32_rounding_at_1080p_is_not_a_disagreement(program):
     spec = [tf.TensorSpec([1080, 1920, 3], tf.uint8, name="image")]
@@ -313,6 +319,10 @@ def test_tolerances_per_dtype():
     assert compare("f", w, w + np.float32(0.04)) is not None
     assert compare("f", w, w + np.float32(0.04), extent=1920) is None
     assert compare("f", w, w + np.float32(0.08), extent=1920) is not None
+    # A float16 output (a cast at the end of a float32 program): one unit in its last place.
+    h = np.linspace(1.0, 2.5, 1001).astype(np.float16)
+    assert compare("h", h, np.nextafter(h, np.float16(np.inf))) is None
+    assert compare("h", h, np.nextafter(np.nextafter(h, np.float16(9)), np.float16(9))) is not None
     # fp16: 1% of the range, never non-finite where TF is finite.
     assert compare("f", w, w + np.float32(0.9), fp16=True) is None
     assert compare("f", w, w + np.float32(1.1), fp16=True) is not None
