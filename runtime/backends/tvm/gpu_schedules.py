@@ -20,6 +20,7 @@ ones these rules serve: one many-to-many op a kernel, no row scans sharing a pas
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import tvm
@@ -41,16 +42,16 @@ KERNEL_RULES = F.KernelRules(
 
 
 def _rules() -> list:
-    """TVM's GPU default rules, in the order its CUDA pipeline applies them."""
+    """TVM's GPU default rules that gdp takes: Fallback, which binds a kernel's spatial loops
+    to blocks and threads (its reductions serial per thread). dlight's reduction and matrix
+    rules (Matmul, GEMV, Reduction, GeneralReduction) reduce across the threads of a block:
+    TVM 0.27 lowers that with shared memory and a block barrier, whose NVPTX code does not
+    build, and gdp's int32 thread indices hid the cross-thread reduction from TVM's lowering,
+    so that every thread kept its own partial sum: on an H200, sharpness was off by 64x and
+    mean_std's mean by 16x. gdp's two-stage reductions (_two_stage) take their kernels."""
     from tvm.s_tir import dlight as dl
 
-    return [
-        dl.gpu.Matmul(),
-        dl.gpu.GEMV(),
-        dl.gpu.Reduction(),
-        dl.gpu.GeneralReduction(),
-        dl.gpu.Fallback(),
-    ]
+    return [dl.gpu.Fallback()]
 
 
 def _bound(func: tvm.tirx.PrimFunc) -> bool:
@@ -98,12 +99,11 @@ def schedule(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
             if not _bound(candidate):
                 why.append(f"{how}: bound no thread")
                 continue
-            candidate = _narrow_thread_indices(candidate).with_attr("tirx.is_scheduled", True)
-            error = _build_error(gvar, candidate, target) if how in _SYNCING else None
-            if error is None:
-                mod[gvar] = candidate
-                break
-            why.append(f"{how}: {error}")
+            if _reduces_across_threads(candidate):
+                why.append(f"{how}: reduces across threads (see _rules)")
+                continue
+            mod[gvar] = _narrow_thread_indices(candidate).with_attr("tirx.is_scheduled", True)
+            break
         else:
             raise CompileError(
                 f"gdp's gpu schedules found no schedule of kernel {gvar.name_hint} that builds"
@@ -112,20 +112,129 @@ def schedule(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
     return mod
 
 
-# The rules whose schedules share values between threads (shared memory, cross-thread
-# reductions): TVM's ThreadSync may refuse them only when the kernel is lowered, and a block
-# barrier would fail the code generation, so each such schedule is lowered alone (_build_error)
-# before it is taken. The others bind loops without syncs; lowering
-# them twice would double the compile (15 s for canny's stencil chain on 2 cores).
-_SYNCING = frozenset({"Matmul", "GEMV", "Reduction", "GeneralReduction"})
-
-
-# The longest reduction (elements per output) a kernel's threads compute each on its own rather
-# than with dlight's cross-thread reduction rules: a channel sum (cvtColor's weighted sum over
-# 3) gains nothing from a warp, and on a kernel with a stencil chain inlined those rules spent
-# 65 s of a 90 s compile (gdp.cv2's GaussianBlur -> cvtColor at 480x640, on 2 cores) before
-# ThreadSync refused their schedule.
+# The longest reduction (elements per output) a thread computes alone, in Fallback's schedule:
+# longer ones are split over threads in stages (_two_stage). A channel sum (cvtColor's weighted
+# sum over 3) gains nothing from being split.
 SERIAL_REDUCTION = 32
+# _two_stage's aims: the threads of a stage (enough to keep an H100's or H200's 132
+# multiprocessors busy on memory), the least elements a thread reduces in the first stage, what
+# one thread sums in a middle stage, and the most it sums in the last (one thread per output:
+# a further stage would cost a launch, about what summing that many partials costs).
+STAGE_THREADS = 1 << 17
+LEAST_PER_THREAD = 8
+LATER_PER_THREAD = 64
+LAST_PER_THREAD = 256
+BLOCK_THREADS = 256
+
+
+def _two_stage(func: tvm.tirx.PrimFunc, target: tvm.target.Target):
+    """gdp's GPU reduction, for a kernel with one reduction block: its producers inlined; its
+    reduction split over P threads per output (rfactor), each summing every P-th element into
+    a partial in global memory, adjacent threads reading adjacent elements; then the partials
+    summed the same way in further stages, until one thread per output sums at most
+    LAST_PER_THREAD; each stage, and each block left (an epilogue), one kernel. No value passes
+    between the threads of a kernel: no shuffle, no barrier (see _rules). None where the
+    kernel is not of that form or P would be under 2."""
+    from tvm.s_tir.dlight.analysis import normalize_prim_func
+    from tvm.s_tir.dlight.base import try_inline_contiguous_spatial
+
+    sch = tvm.s_tir.Schedule(func)
+    infos = normalize_prim_func(sch)
+    if infos is None:
+        return None
+    infos = try_inline_contiguous_spatial(sch, infos)
+    if not infos:
+        return None
+    reductions = [info for info in infos if "R" in info.dom_kind()]
+    if len(reductions) != 1:
+        return None
+    (reduction,) = reductions
+    block = reduction.block_rv
+    loops = sch.get_loops(block)
+    kinds = reduction.dom_kind()
+    extents = [sch.get(loop).extent for loop in loops]
+    if len(kinds) != len(loops) or not all(isinstance(e, tvm.tirx.IntImm) for e in extents):
+        return None
+    outputs = math.prod(int(e) for e, k in zip(extents, kinds, strict=True) if k == "S")
+    length = math.prod(int(e) for e, k in zip(extents, kinds, strict=True) if k == "R")
+    parts = _floor_pow2(min(length // LEAST_PER_THREAD, max(1, STAGE_THREADS // outputs)))
+    if parts < 2:
+        return None
+    # Where the innermost loop is spatial (a per-channel reduction of HWC data), adjacent
+    # threads take adjacent outputs; else (a row's sum) adjacent parts of one output.
+    spatial_inner = kinds[-1] == "S"
+    spatial = [loop for loop, k in zip(loops, kinds, strict=True) if k == "S"]
+    reduce = [loop for loop, k in zip(loops, kinds, strict=True) if k == "R"]
+    sch.reorder(*spatial, *reduce)
+    if spatial:
+        sch.fuse(*spatial)
+    for info in infos:  # rfactor fails on a sibling block without loops (a scalar epilogue)
+        if info is not reduction and not sch.get_loops(info.block_rv):
+            sch.add_unit_loop(info.block_rv)
+    reduce_loop = sch.fuse(*reduce)
+    while True:
+        _, inner = sch.split(reduce_loop, factors=[None, parts])
+        stage = sch.rfactor(inner, 0)
+        # The stage's loops: the outputs (none for a scalar), the rest of the reduction, the
+        # parts; threads over the outputs and the parts.
+        *out_loop, rest, part = sch.get_loops(stage)
+        threads = (part, *out_loop) if spatial_inner else (*out_loop, part)
+        sch.reorder(*threads, rest)
+        _bind(sch, sch.fuse(*sch.get_loops(stage)[: len(threads)]))
+        length = parts
+        if length <= LAST_PER_THREAD:
+            break
+        parts = _floor_pow2(length // LATER_PER_THREAD)
+        reduce_loop = sch.get_loops(block)[-1]
+    # The last stage: one thread per output over the remaining partials.
+    _bind(sch, sch.get_loops(block)[0] if spatial else sch.add_unit_loop(block))
+    for info in infos:
+        if info is not reduction:
+            _bind(sch, sch.fuse(*sch.get_loops(info.block_rv)))
+    return sch
+
+
+def _bind(sch, loop) -> None:
+    """`loop` split into blocks of BLOCK_THREADS threads, bound to blockIdx.x / threadIdx.x."""
+    bx, tx = sch.split(loop, factors=[None, BLOCK_THREADS])
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+
+
+def _floor_pow2(n: int) -> int:
+    return 1 << (n.bit_length() - 1) if n >= 1 else 0
+
+
+def _reduces_across_threads(func: tvm.tirx.PrimFunc) -> bool:
+    """Whether a reduction of `func` runs over a thread-bound loop (threads must then combine
+    their values: see _rules)."""
+    from tvm.s_tir import SBlockRealize
+
+    threads = set()
+    found = []
+
+    def loop(node):
+        if node.thread_binding is not None:
+            threads.add(node.loop_var)
+        return node
+
+    def realize(node):
+        used: list = []
+
+        def var(v):
+            used.append(v)
+            return v
+
+        for iv, value in zip(node.block.iter_vars, node.iter_values, strict=True):
+            if iv.iter_type == tvm.tirx.IterVar.CommReduce:
+                tvm_ffi.structural_map(value, [(tvm.tirx.Var, var)])
+        if any(v in threads for v in used):
+            found.append(node)
+        return node
+
+    tvm_ffi.structural_map(func, [(tvm.tirx.For, loop)], order="post")
+    tvm_ffi.structural_map(func, [(SBlockRealize, realize)], order="post")
+    return bool(found)
 
 
 def _longest_reduction(func: tvm.tirx.PrimFunc) -> int:
@@ -274,8 +383,15 @@ def _candidates(func: tvm.tirx.PrimFunc, target: tvm.target.Target, name: str, w
     """(how, scheduled kernel) in the order they are tried: each of dlight's rules that takes
     `func`, DefaultGPUSchedule, one thread. A rule or pass that raises is noted in `why`: dlight
     checks a kernel's form only partly before scheduling it, and a primitive may then refuse."""
-    short = _longest_reduction(func) <= SERIAL_REDUCTION
     inlined = _inlined_size(func)
+    if _longest_reduction(func) > SERIAL_REDUCTION and inlined <= INLINE_LIMIT:
+        try:
+            with target:
+                sch = _two_stage(func, target)
+            if sch is not None:
+                yield "two-stage reduction", sch.mod["main"]
+        except Exception as err:  # a primitive refused (rfactor of an unusual reduction)
+            why.append(f"two-stage reduction: {_first_line(err)}")
     if inlined > INLINE_LIMIT:
         # dlight's rules inline every producer they can: here the expressions would grow past
         # what TVM schedules in reasonable time (a median's sorting network doubles per stage).
@@ -289,8 +405,6 @@ def _candidates(func: tvm.tirx.PrimFunc, target: tvm.target.Target, name: str, w
             why.append(f"bounded inlining: {_first_line(err)}")
     for rule in () if inlined > INLINE_LIMIT else _rules():
         how = type(rule).__name__
-        if short and how in _SYNCING:
-            continue  # a reduction shorter than a warp: Fallback's thread reduces it alone
         try:
             with target:
                 space = rule.apply(func, target, False)
@@ -312,48 +426,6 @@ def _candidates(func: tvm.tirx.PrimFunc, target: tvm.target.Target, name: str, w
         yield "one thread", single
     else:
         why.append("one thread: the kernel allocates buffers, which a GPU kernel cannot")
-
-
-def _build_error(gvar: tvm.ir.GlobalVar, func: tvm.tirx.PrimFunc, target) -> str | None:
-    """Why `func` alone does not lower for `target` (the TIR passes of tvm.tirx.build, up to
-    but not including LLVM's code generation, which the module's build runs once), or None
-    where it does. A schedule can be refused this late: GeneralReduction's cross-thread
-    reduction inside a stencil's border condition fails ThreadSync; and a schedule whose
-    threads meet at a block barrier is refused here, since the code generation would fail."""
-    from tvm.tirx.build import split_host_device_mods
-
-    host = tvm.target.Target("llvm")
-    try:
-        mod = tvm.tirx.transform.BindTarget(target.with_host(host))(tvm.IRModule({gvar: func}))
-        passes, finalize_host, finalize_device = tvm.tirx.get_default_tir_pipeline(target)
-        host_mod, device_mods = split_host_device_mods(passes(mod))
-        finalize_host()(host_mod)
-        finalized = [finalize_device()(device_mod) for device_mod in device_mods.values()]
-    except Exception as err:
-        return _first_line(err)
-    if any(_block_barrier(device_mod) for device_mod in finalized):
-        return (
-            "a __syncthreads barrier, which TVM 0.27's NVPTX code generation calls without the"
-            " barrier id LLVM 22's llvm.nvvm.barrier.cta.sync.aligned.all takes"
-        )
-    return None
-
-
-def _block_barrier(mod: tvm.IRModule) -> bool:
-    """Whether a kernel of `mod` synchronises its block through shared memory
-    (tvm_storage_sync("shared"), a __syncthreads; a warp's sync is not one)."""
-    found = []
-
-    def seen(call):
-        if getattr(call.op, "name", "") == "tirx.tvm_storage_sync":
-            scope = getattr(call.args[0], "value", None)
-            if scope != "warp":
-                found.append(call)
-        return call
-
-    for func in mod.functions.values():
-        tvm_ffi.structural_map(func, [(tvm.ir.Call, seen)], order="post")
-    return bool(found)
 
 
 # The most elements a kernel's buffers may hold together for it to run on one GPU thread without

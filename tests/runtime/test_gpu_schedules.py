@@ -1,0 +1,160 @@
+"""gdp's gpu schedules (runtime/backends/tvm/gpu_schedules.py) checked for what they compute on a
+machine without a GPU: each scheduled kernel with its thread loops made serial is built for the
+CPU and run against NumPy. A schedule whose threads exchange no values (all of gdp's) computes
+the same on the GPU as serially; one that reduces across threads is refused.
+
+The reductions are the ones the first GPU run (an H200) found wrong under dlight's
+cross-thread rules: a row mean (sharpness), a per-channel min over a batch of HWC images and a
+sum to a scalar with an epilogue (mean_std), an argmin (knn)."""
+
+import numpy as np
+import pytest
+import tvm
+import tvm_ffi
+from tvm.script import tirx as T
+
+from gdp.runtime.backends.tvm import gpu_schedules
+
+GPU = tvm.target.Target({"kind": "nvptx", "mcpu": "sm_90"})
+
+
+@T.prim_func(s_tir=True)
+def row_mean(a: T.Buffer((1080, 1920), "float32"), out: T.Buffer((1080,), "float32")):
+    total = T.sblock_alloc_buffer((1080,))
+    for i, k in T.grid(1080, 1920):
+        with T.sblock("sum"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                total[vi] = T.float32(0)
+            total[vi] = total[vi] + a[vi, vk]
+    for i in range(1080):
+        with T.sblock("divide"):
+            vi = T.axis.remap("S", [i])
+            out[vi] = total[vi] / T.float32(1920)
+
+
+@T.prim_func(s_tir=True)
+def channel_min(a: T.Buffer((4, 270, 480, 3), "uint8"), out: T.Buffer((3,), "uint8")):
+    for n, h, w, c in T.grid(4, 270, 480, 3):
+        with T.sblock("min"):
+            vn, vh, vw, vc = T.axis.remap("RRRS", [n, h, w, c])
+            with T.init():
+                out[vc] = T.uint8(255)
+            out[vc] = T.min(out[vc], a[vn, vh, vw, vc])
+
+
+@T.prim_func(s_tir=True)
+def scalar_mean(a: T.Buffer((1081,), "float32"), out: T.Buffer((), "float32")):
+    total = T.sblock_alloc_buffer(())
+    for k in range(1081):
+        with T.sblock("sum"):
+            vk = T.axis.remap("R", [k])
+            with T.init():
+                total[()] = T.float32(0)
+            total[()] = total[()] + a[vk]
+    with T.sblock("divide"):
+        out[()] = total[()] / T.float32(1081)
+
+
+@T.prim_func(s_tir=True)
+def argmin(a: T.Buffer((5003,), "float32"), index: T.Buffer((), "int64")):
+    # TOPI's argmin (tf.argmin through gdp): the smaller index wins a tie
+    best_i = T.sblock_alloc_buffer((), "int64")
+    best_v = T.sblock_alloc_buffer(())
+    for k in range(5003):
+        with T.sblock("argmin"):
+            vk = T.axis.reduce(5003, k)
+            with T.init():
+                best_i[()] = T.int64(-1)
+                best_v[()] = T.float32(3.4028234663852886e38)
+            i: T.let[T.int64] = T.Select(
+                best_v[()] < a[vk] or best_v[()] == a[vk] and best_i[()] < T.Cast("int64", vk),
+                best_i[()],
+                T.Cast("int64", vk),
+            )
+            v: T.let[T.float32] = T.Select(best_v[()] < a[vk], best_v[()], a[vk])
+            best_i[()] = i
+            best_v[()] = v
+    with T.sblock("out"):
+        index[()] = best_i[()]
+
+
+def _serial(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
+    """`func` with every thread-bound loop made a serial one (each kernel's threads in turn)."""
+
+    def serial(loop):
+        if loop.thread_binding is None:
+            return loop
+        return tvm.tirx.For(
+            loop.loop_var, loop.min, loop.extent, tvm.tirx.ForKind.SERIAL, loop.body
+        )
+
+    return tvm_ffi.structural_map(func, [(tvm.tirx.For, serial)], order="post")
+
+
+def _scheduled(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
+    mod = gpu_schedules.schedule(tvm.IRModule({"main": func}), GPU)
+    return mod["main"]
+
+
+def _run(func: tvm.tirx.PrimFunc, *arrays: np.ndarray) -> None:
+    built = tvm.compile(tvm.IRModule({"main": func}), target="llvm")
+    built["main"](
+        *(tvm.runtime.tensor(a) for a in arrays[:-1]), out := tvm.runtime.tensor(arrays[-1])
+    )
+    arrays[-1][...] = out.numpy()
+
+
+@pytest.mark.parametrize(
+    ("func", "make", "oracle"),
+    [
+        (
+            row_mean,
+            lambda rng: [rng.random((1080, 1920), dtype=np.float32), np.zeros(1080, np.float32)],
+            lambda a: a.astype(np.float64).mean(axis=1),
+        ),
+        (
+            channel_min,
+            lambda rng: [
+                rng.integers(1, 256, (4, 270, 480, 3), dtype=np.uint8),
+                np.zeros(3, np.uint8),
+            ],
+            lambda a: a.reshape(-1, 3).min(axis=0),
+        ),
+        (
+            scalar_mean,
+            lambda rng: [rng.random(1081, dtype=np.float32), np.zeros((), np.float32)],
+            lambda a: a.astype(np.float64).mean(),
+        ),
+        (
+            argmin,
+            lambda rng: [rng.random(5003, dtype=np.float32), np.zeros((), np.int64)],
+            lambda a: np.argmin(a),
+        ),
+    ],
+    ids=["row_mean", "channel_min", "scalar_mean", "argmin"],
+)
+def test_reductions_are_scheduled_in_stages_that_compute_what_numpy_does(func, make, oracle):
+    scheduled = _scheduled(func)
+    assert gpu_schedules._bound(scheduled)
+    assert not gpu_schedules._reduces_across_threads(scheduled)
+    rng = np.random.default_rng(0)
+    arrays = make(rng)
+    if func is channel_min:
+        arrays[0][1, 2, 3, 1] = 0  # one smallest value, deep inside the batch
+    _run(_serial(scheduled), *arrays)
+    want = oracle(arrays[0])
+    np.testing.assert_allclose(arrays[-1], want, rtol=1e-5)
+
+
+def test_a_reduction_across_threads_is_recognised():
+    """dlight's Reduction rule reduces a row across a block's threads: the guard that keeps
+    such a schedule out (gdp's int32 thread indices hid it from TVM's lowering, and every
+    thread kept its own partial) recognises it."""
+    from tvm.s_tir import dlight as dl
+
+    with GPU:
+        dlight = dl.ApplyDefaultSchedule(dl.gpu.Reduction())(tvm.IRModule({"main": row_mean}))
+    assert gpu_schedules._bound(dlight["main"])
+    assert gpu_schedules._reduces_across_threads(dlight["main"])
+    assert not gpu_schedules._reduces_across_threads(_scheduled(row_mean))
