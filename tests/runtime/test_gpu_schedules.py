@@ -79,6 +79,22 @@ def argmin(a: T.Buffer((5003,), "float32"), index: T.Buffer((), "int64")):
         index[()] = best_i[()]
 
 
+@T.prim_func(s_tir=True)
+def index_check(
+    indices: T.Buffer((270, 480), "int32"), n0: T.int64, checked: T.Buffer((270, 480), "int32")
+):
+    # relax_import's check of a gather's indices (gdp_check_indices), as it comes to the
+    # schedules: an assertion, and the index made non-negative
+    with T.sblock("root"):
+        for k0, k1 in T.grid(270, 480):
+            assert T.Cast("int32", n0) * -1 <= indices[k0, k1] and indices[k0, k1] < T.Cast(
+                "int32", n0
+            ), ("IndexError", ["an index lies outside the data's axis"])
+            checked[k0, k1] = T.Select(
+                indices[k0, k1] < 0, indices[k0, k1] + T.Cast("int32", n0), indices[k0, k1]
+            )
+
+
 def _serial(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
     """`func` with every thread-bound loop made a serial one (each kernel's threads in turn)."""
 
@@ -158,3 +174,26 @@ def test_a_reduction_across_threads_is_recognised():
     assert gpu_schedules._bound(dlight["main"])
     assert gpu_schedules._reduces_across_threads(dlight["main"])
     assert not gpu_schedules._reduces_across_threads(_scheduled(row_mean))
+
+
+def test_an_index_check_runs_one_thread_per_index_and_still_writes_its_indices():
+    """The check's output (the indices made non-negative) is what the gather reads: a first
+    GPU run that dropped the kernel as a mere check returned garbage for cvtColor to HSV."""
+    mod = gpu_schedules.schedule(tvm.IRModule({"gdp_check_indices": index_check}), GPU)
+    scheduled = mod["gdp_check_indices"]
+    assert gpu_schedules._bound(scheduled)
+    rng = np.random.default_rng(2)
+    indices = rng.integers(-256, 256, (270, 480), dtype=np.int32)
+    built = tvm.compile(tvm.IRModule({"main": _serial(scheduled)}), target="llvm")
+    out = tvm.runtime.tensor(np.zeros_like(indices))
+    built["main"](tvm.runtime.tensor(indices), 256, out)
+    np.testing.assert_array_equal(out.numpy(), np.where(indices < 0, indices + 256, indices))
+
+
+def test_a_buffer_one_kernel_alone_uses_is_local():
+    """An argmin's value half is read by its last stage only: left in global memory, TVM
+    allocates it inside that kernel (an illegal memory access on an H200)."""
+    scheduled = _scheduled(argmin)
+    scopes = {b.name: b.scope() for b in scheduled.body.block.alloc_buffers}
+    assert scopes.get("best_v_local") == "local", scopes
+    assert scopes["best_i"] == "global"  # read by the epilogue, another kernel

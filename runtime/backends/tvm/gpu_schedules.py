@@ -89,11 +89,10 @@ def schedule(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
         if func.attrs is not None and func.attrs.get("tirx.is_scheduled", False):
             continue
         if gvar.name_hint.startswith(INDEX_CHECK):
-            # An index check raises through an assertion, which TVM drops from device code:
-            # on the GPU it could only cost time (one thread over every index: 4 M of them
-            # for a 1080p cvtColor to HSV). It is left an empty host function.
-            mod[gvar] = func.with_body(tvm.tirx.Evaluate(0)).with_attr("tirx.is_scheduled", True)
-            continue
+            spread = _index_check_on_threads(func)
+            if spread is not None:
+                mod[gvar] = spread.with_attr("tirx.is_scheduled", True)
+                continue
         why: list[str] = []
         for how, candidate in _candidates(func, target, gvar.name_hint, why):
             if not _bound(candidate):
@@ -102,7 +101,8 @@ def schedule(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
             if _reduces_across_threads(candidate):
                 why.append(f"{how}: reduces across threads (see _rules)")
                 continue
-            mod[gvar] = _narrow_thread_indices(candidate).with_attr("tirx.is_scheduled", True)
+            candidate = _narrow_thread_indices(_with_private_buffers_local(candidate))
+            mod[gvar] = candidate.with_attr("tirx.is_scheduled", True)
             break
         else:
             raise CompileError(
@@ -192,6 +192,38 @@ def _two_stage(func: tvm.tirx.PrimFunc, target: tvm.target.Target):
         if info is not reduction:
             _bind(sch, sch.fuse(*sch.get_loops(info.block_rv)))
     return sch
+
+
+def _with_private_buffers_local(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
+    """`func` after _private_buffers_local (unchanged where TVM's schedule refuses it)."""
+    try:
+        sch = tvm.s_tir.Schedule(func)
+        _private_buffers_local(sch)
+        return sch.mod["main"]
+    except Exception:  # blocks of one name twice, an opaque root: left as it was
+        return func
+
+
+def _private_buffers_local(sch) -> None:
+    """Every intermediate buffer that one block alone writes and no other reads (the value half
+    of an argmin's last stage) put in local scope: TVM would otherwise move its global
+    allocation into that block's kernel, which cannot allocate global memory (on an H200, an
+    illegal memory access)."""
+    func = sch.mod["main"]
+    allocated = {b.name for b in func.body.block.alloc_buffers}
+    stores = _stores(func)
+    for block, _, _ in stores:
+        for index, region in enumerate(block.writes):
+            name = _buffer_name(region.source)
+            if name not in allocated:
+                continue
+            others = [
+                other
+                for other, other_writes, other_reads in stores
+                if other is not block and (name in other_writes or name in other_reads)
+            ]
+            if not others:
+                sch.set_scope(sch.get_sblock(block.name_hint), index, "local")
 
 
 def _bind(sch, loop) -> None:
@@ -431,6 +463,69 @@ def _candidates(func: tvm.tirx.PrimFunc, target: tvm.target.Target, name: str, w
 # The most elements a kernel's buffers may hold together for it to run on one GPU thread without
 # a warning (gdp's index checks: a scalar or a few indices).
 SINGLE_THREAD_ELEMENTS = 1 << 16
+
+
+def _index_check_on_threads(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc | None:
+    """An index check (relax_import's: for each index, an assertion that it lies in range, and
+    the index made non-negative into its output) as a kernel of one thread per index, its
+    assertions left out: TVM drops assertions from device code anyway, and one thread over
+    every index (4 M for a 1080p cvtColor to HSV) took milliseconds. None where the check is
+    not a nest of loops of static extents."""
+    from tvm.s_tir import SBlock, SBlockRealize
+
+    realize = func.body
+    if not isinstance(realize, SBlockRealize) or len(realize.block.alloc_buffers):
+        return None
+    body = tvm_ffi.structural_map(
+        realize.block.body, [(tvm.tirx.AssertStmt, lambda a: tvm.tirx.Evaluate(0))], order="post"
+    )
+    loops = []
+    while isinstance(body, tvm.tirx.For):
+        loops.append(body)
+        body = body.body
+    analyzer = tvm.sym.Analyzer()
+    extents = [analyzer.simplify(loop.extent) for loop in loops]
+    if not loops or not all(isinstance(e, tvm.tirx.IntImm) for e in extents):
+        return None
+    total = math.prod(int(e) for e in extents)
+    threads = min(BLOCK_THREADS, total)
+    tx = tvm.tirx.Var("threadIdx_x", "int32")
+    bx = tvm.tirx.Var("blockIdx_x", "int32")
+
+    def wide(n: int) -> tvm.tirx.IntImm:
+        return tvm.tirx.IntImm("int64", n)
+
+    flat = tvm.tirx.Cast("int64", bx) * wide(threads) + tvm.tirx.Cast("int64", tx)
+    index = {}
+    rest = flat
+    for loop, extent in zip(reversed(loops), reversed(extents), strict=True):
+        dtype = str(loop.loop_var.ty.dtype)
+        index[loop.loop_var] = tvm.tirx.Cast(dtype, tvm.tirx.FloorMod(rest, wide(int(extent))))
+        rest = tvm.tirx.FloorDiv(rest, wide(int(extent)))
+    body = tvm_ffi.structural_map(body, [(tvm.tirx.Var, lambda v: index.get(v, v))], order="post")
+    body = tvm.tirx.IfThenElse(tvm.tirx.LT(flat, wide(total)), body, None)
+    for var, tag, extent in (
+        (tx, "threadIdx.x", threads),
+        (bx, "blockIdx.x", -(-total // threads)),
+    ):
+        zero, count = tvm.tirx.IntImm("int32", 0), tvm.tirx.IntImm("int32", extent)
+        binding = tvm.tirx.IterVar(
+            tvm.ir.Range.from_min_extent(zero, count), var, tvm.tirx.IterVar.ThreadIndex, tag
+        )
+        body = tvm.tirx.For(var, zero, count, tvm.tirx.ForKind.THREAD_BINDING, body, binding)
+    block = realize.block
+    block = SBlock(
+        block.iter_vars,
+        block.reads,
+        block.writes,
+        block.name_hint,
+        body,
+        block.init,
+        block.alloc_buffers,
+        block.match_buffers,
+        block.annotations,
+    )
+    return func.with_body(SBlockRealize(realize.iter_values, realize.predicate, block))
 
 
 def _single_thread(func: tvm.tirx.PrimFunc, name: str, why: list[str]) -> tvm.tirx.PrimFunc | None:
