@@ -342,6 +342,36 @@ def _by_name(model, result) -> dict:
     return result if isinstance(result, dict) else {model.output_names[0]: result}
 
 
+def _call_parts(model, on_gpu: dict, device: Device, runs: int = 200) -> dict:
+    """Microseconds per call of what a gdp call on device arrays does on the host, each timed
+    alone without waiting for the GPU (where the time of a short program goes)."""
+    import tvm_ffi
+
+    torch = device.torch
+    spec = model._last
+    executable = spec.executable
+    arrays = [on_gpu[n] for n in model.input_names]
+    tensors = [tvm_ffi.from_dlpack(a) for a in arrays]
+    out = executable.run(arrays)
+    parts = {
+        "model call": lambda: model(**on_gpu),
+        "executable.run": lambda: executable.run(arrays),
+        "VM main (TVM tensors)": lambda: executable._main(*tensors),
+        "tvm_ffi.from_dlpack(torch)": lambda: [tvm_ffi.from_dlpack(a) for a in arrays],
+        "torch.from_dlpack(output)": lambda: torch.from_dlpack(tvm_ffi.from_dlpack(out[0])),
+    }
+    found = {}
+    for name, fn in parts.items():
+        fn()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(runs):
+            fn()
+        found[name] = (time.perf_counter() - t0) / runs * 1e6
+        torch.cuda.synchronize()
+    return found
+
+
 def run_workload(name: str, prepared: Path, device: Device, roofline: float) -> dict:
     import gpu_peers
 
@@ -406,6 +436,8 @@ def run_workload(name: str, prepared: Path, device: Device, roofline: float) -> 
         task.result()
         kernel_s.append(sum(t for _, t in task.profile.kernels))
     result["gdp_kernels"] = _timing(kernel_s)
+    result["gdp_kernel_list"] = [(k, t * 1e3) for k, t in task.profile.kernels]
+    result["gdp_call_parts"] = _call_parts(model, on_gpu, device)
     moved = parts.bytes_moved(inputs)
     result["bytes_moved"] = moved
     result["roofline_ms"] = moved / roofline * 1e3 if roofline else None
