@@ -225,7 +225,7 @@ def prepare(out: Path, only: list[str] | None = None) -> None:
         check=True,
     )
     commit = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True
     ).stdout.strip()
     done["commit"] = commit
     previous = out / "prepared.json"
@@ -652,6 +652,27 @@ def report(source: Path, results: Path) -> None:
             f"| {w['name']} | {'ok' if w['check'] is None else 'FAIL'} | {_cell(timings['gdp'])}"
             f" | {_cell(w['gdp_kernels'])} | {roof} | {best or '-'} |"
             f" {_cell(peers.get(best))} | {speed} |"
+        )
+    lines += [
+        "",
+        "Where a gdp call's time goes on the host (microseconds per call, not waiting for the"
+        " GPU; `gdp_call_parts` in gpu.json), and its kernels (ms, `gdp_kernel_list`):",
+        "",
+        "| workload | model call | executable.run | VM main | torch.from_dlpack(out) | kernels |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for w in data["workloads"]:
+        parts = w.get("gdp_call_parts") or {}
+        kernels = ", ".join(f"{k[:24]} {t:.3f}" for k, t in w.get("gdp_kernel_list", []))
+        cells = [
+            parts.get(k)
+            for k in ("model call", "executable.run", "VM main (TVM tensors)")
+            + ("torch.from_dlpack(output)",)
+        ]
+        lines.append(
+            f"| {w['name']} | "
+            + " | ".join("-" if c is None else f"{c:.0f}" for c in cells)
+            + f" | {kernels} |"
         )
     lines += [
         "",
