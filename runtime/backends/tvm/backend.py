@@ -9,7 +9,8 @@ A backend (llvm.py, and a GPU one beside it) subclasses TvmBackend and provides:
 - `pipeline`: TVM's own pass lists for that target (tvm.relax.backend.<kind>.pipeline);
 - `schedules_module`: the name of its schedule module, publishing schedule(mod, target),
   KERNEL_RULES (what one kernel may hold, for the fusion planner) and row_scan(stmt)
-  (fusion.Schedules), imported when compiling (`schedules`);
+  (fusion.Schedules), imported when compiling (`schedules`; a backend may set `schedules`
+  itself instead);
 - `toolchain()`: what of the target and its compiler changes the code (for the cache key);
 optionally `finish(mod)` (the last step on the scheduled module) and `prepare_load()` (what
 must be set before the first kernel runs, such as a thread pool's size).
@@ -143,8 +144,11 @@ class TvmBackend(Backend):
         planner and its adapter, this backend and its schedules): a changed schedule must not
         load kernels cached by the old one."""
         digest = hashlib.sha256()
-        # ... and the modules defining this backend and its schedules.
-        own = (inspect.getmodule(type(self)).__name__, self.schedules_module)
+        # ... and the modules defining this backend and its schedules (named, or given).
+        schedules = getattr(self, "schedules_module", None)
+        if schedules is None:
+            schedules = inspect.getmodule(self.schedules).__name__
+        own = (inspect.getmodule(type(self)).__name__, schedules)
         for module in (*SHARED_CODE, *own):
             digest.update(source_file(module).read_bytes())
         return digest.hexdigest()[:16]
