@@ -72,6 +72,25 @@ def test_graph_mode():
     np.testing.assert_allclose(mean, cv2.mean(src), rtol=1e-12)
 
 
+@pytest.mark.parametrize("kind", range(5), ids=lambda k: f"type{k}")
+def test_threshold_in_a_static_graph_holds_no_image_sized_constant(kind):
+    """tf.zeros_like of a static shape is folded into a constant of the image's size by TF's
+    graph optimiser (12 MB for a 1080p BGR threshold): the graph holds scalars only, and the
+    compiled program is OpenCV's threshold."""
+    import gdp
+    from gdp.frontend import convert
+
+    spec = [tf.TensorSpec([270, 480, 3], tf.uint8, name="src")]
+    program = tf.function(
+        lambda src: {"dst": gcv2.threshold(src, 100, 200, kind)[1]}, input_signature=spec
+    )
+    graph = convert(program, None)[0]
+    assert max((t.ByteSize() for t in graph.graph.initializer), default=0) < 1024
+    src = np.random.default_rng(kind).integers(0, 256, (270, 480, 3), dtype=np.uint8)
+    got = gdp.compile(program, target="cpu")(src)
+    np.testing.assert_array_equal(got, cv2.threshold(src, 100, 200, kind)[1])
+
+
 def test_dst_in_place():
     src = np.random.default_rng(0).integers(0, 256, (5, 7), dtype=np.uint8)
     dst = np.empty_like(src)
