@@ -164,25 +164,34 @@ def _two_stage(func: tvm.tirx.PrimFunc, target: tvm.target.Target):
     parts = _floor_pow2(min(length // LEAST_PER_THREAD, max(1, STAGE_THREADS // outputs)))
     if parts < 2:
         return None
-    # Where the data's innermost axis is an output's (a per-channel reduction of HWC data),
-    # adjacent threads take adjacent outputs; else (a row's sum) adjacent parts of one output.
-    spatial_inner = _innermost_is_spatial(sch.get(block))
+    # The first stage's threads run over the outputs and the parts, ordered by their strides in
+    # the data read: adjacent threads read adjacent elements (a row's sum: adjacent parts of a
+    # row; a per-channel reduction of HWC data: the channels, then the parts).
+    strides = _strides(sch.get(block))
     spatial = [loop for loop, k in zip(loops, kinds, strict=True) if k == "S"]
     reduce = [loop for loop, k in zip(loops, kinds, strict=True) if k == "R"]
+    spatial_strides = [strides.get(it.var, 0) for it in reduction.iters if it.kind == "S"]
+    part_stride = min(
+        (strides[it.var] for it in reduction.iters if it.kind == "R" and strides.get(it.var)),
+        default=1,
+    )
     sch.reorder(*spatial, *reduce)
-    if spatial:
-        sch.fuse(*spatial)
     for info in infos:  # rfactor fails on a sibling block without loops (a scalar epilogue)
         if info is not reduction and not sch.get_loops(info.block_rv):
             sch.add_unit_loop(info.block_rv)
     reduce_loop = sch.fuse(*reduce)
+    first = True
     while True:
         _, inner = sch.split(reduce_loop, factors=[None, parts])
         stage = sch.rfactor(inner, 0)
         # The stage's loops: the outputs (none for a scalar), the rest of the reduction, the
         # parts; threads over the outputs and the parts.
-        *out_loop, rest, part = sch.get_loops(stage)
-        threads = (part, *out_loop) if spatial_inner else (*out_loop, part)
+        *out_loops, rest, part = sch.get_loops(stage)
+        if first:
+            keyed = zip([*spatial_strides, part_stride], [*out_loops, part], strict=True)
+            threads = [loop for _, loop in sorted(keyed, key=lambda pair: -pair[0])]
+        else:  # the partials' buffer is [parts, outputs...]
+            threads = [part, *out_loops]
         sch.reorder(*threads, rest)
         _bind(sch, sch.fuse(*sch.get_loops(stage)[: len(threads)]))
         if int(sch.get(rest).extent) >= 2 * UNROLL:
@@ -194,8 +203,10 @@ def _two_stage(func: tvm.tirx.PrimFunc, target: tvm.target.Target):
             break
         parts = _floor_pow2(length // LATER_PER_THREAD)
         reduce_loop = sch.get_loops(block)[-1]
+        first = False
     # The last stage: one thread per output over the remaining partials.
-    _bind(sch, sch.get_loops(block)[0] if spatial else sch.add_unit_loop(block))
+    outputs_left = sch.get_loops(block)[:-1]
+    _bind(sch, sch.fuse(*outputs_left) if outputs_left else sch.add_unit_loop(block))
     for info in infos:
         if info is not reduction:
             _bind(sch, sch.fuse(*sch.get_loops(info.block_rv)))
@@ -234,23 +245,34 @@ def _private_buffers_local(sch) -> None:
                 sch.set_scope(sch.get_sblock(block.name_hint), index, "local")
 
 
-def _innermost_is_spatial(block) -> bool:
-    """Whether the index of the innermost axis of the largest buffer `block` reads is one of
-    its spatial iterators (normalize_prim_func orders loops spatial first, whatever the
-    memory order)."""
-    kinds = {iv.var: iv.iter_type for iv in block.iter_vars}
+def _strides(block) -> dict:
+    """Each iterator of `block` -> how many elements its step moves in the largest buffer the
+    block reads (its flattened index's change); {} where that buffer's shape is not static."""
     largest = max(block.reads, key=lambda r: _elements(r.source.shape), default=None)
-    if largest is None or not largest.region:
-        return False
-    used: list = []
+    if largest is None or not all(isinstance(d, tvm.tirx.IntImm) for d in largest.source.shape):
+        return {}
+    shape = [int(d) for d in largest.source.shape]
+    flat = None
+    for axis, extent in enumerate(largest.region):
+        term = extent.min * math.prod(shape[axis + 1 :])
+        flat = term if flat is None else flat + term
+    if flat is None:
+        return {}
+    analyzer = tvm.sym.Analyzer()
 
-    def var(v):
-        used.append(v)
-        return v
+    def at(values: dict):
+        return analyzer.simplify(
+            tvm_ffi.structural_map(flat, [(tvm.tirx.Var, lambda v: values.get(v, v))])
+        )
 
-    tvm_ffi.structural_map(largest.region[-1].min, [(tvm.tirx.Var, var)])
-    found = [kinds[v] for v in used if v in kinds]
-    return bool(found) and all(k == tvm.tirx.IterVar.DataPar for k in found)
+    zero = {iv.var: tvm.tirx.IntImm(str(iv.var.ty.dtype), 0) for iv in block.iter_vars}
+    base = at(zero)
+    found = {}
+    for iv in block.iter_vars:
+        step = at({**zero, iv.var: tvm.tirx.IntImm(str(iv.var.ty.dtype), 1)})
+        moved = analyzer.simplify(step - base)
+        found[iv.var] = int(moved) if isinstance(moved, tvm.tirx.IntImm) else 1 << 40
+    return found
 
 
 def _bind(sch, loop) -> None:
