@@ -502,6 +502,12 @@ def _candidates(func: tvm.tirx.PrimFunc, target: tvm.target.Target, name: str, w
         yield "DefaultGPUSchedule", one["main"]
     except Exception as err:
         why.append(f"DefaultGPUSchedule: {_first_line(err)}")
+    try:
+        loose = _bind_loose_blocks(func)
+        if loose is not None:
+            yield "loose blocks bound", loose
+    except Exception as err:
+        why.append(f"loose blocks bound: {_first_line(err)}")
     single = _single_thread(func, name, why)
     if single is not None:
         yield "one thread", single
@@ -512,6 +518,27 @@ def _candidates(func: tvm.tirx.PrimFunc, target: tvm.target.Target, name: str, w
 # The most elements a kernel's buffers may hold together for it to run on one GPU thread without
 # a warning (gdp's index checks: a scalar or a few indices).
 SINGLE_THREAD_ELEMENTS = 1 << 16
+
+
+def _bind_loose_blocks(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc | None:
+    """`func` with each block under its root that has loops and none bound to a thread bound
+    over blocks of BLOCK_THREADS threads, the rest left as they are: for a kernel TOPI wrote
+    for the GPU already (an opaque block launching its own threads: scatter_nd, in gdp.cv2's
+    equalizeHist) beside a producer it left unscheduled (its indices' transpose). None where
+    no block was bound."""
+    from tvm.s_tir.dlight.analysis import get_root_block
+
+    sch = tvm.s_tir.Schedule(func)
+    bound = False
+    for block_rv in sch.get_child_blocks(get_root_block(sch)):
+        loops = sch.get_loops(block_rv)
+        if not sch.get(block_rv).iter_vars or not loops:
+            continue
+        if any(sch.get(loop).thread_binding is not None for loop in loops):
+            continue
+        _bind(sch, sch.fuse(*loops))
+        bound = True
+    return sch.mod["main"] if bound else None
 
 
 def _index_check_on_threads(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc | None:
@@ -665,7 +692,30 @@ def _narrow_thread_indices(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
         )
         return tvm.tirx.For(new, start, extent, loop.kind, body, binding, loop.annotations)
 
-    return tvm_ffi.structural_map(func, [(tvm.tirx.For, narrow)], order="post")
+    def narrow_launch(attr):  # a thread launched in code TOPI wrote for the GPU (scatter_nd)
+        iv = attr.node
+        if attr.attr_key != "thread_extent" or not isinstance(iv, tvm.tirx.IterVar):
+            return attr
+        old = iv.var
+        if str(old.ty.dtype) != "int64" or not isinstance(attr.value, tvm.tirx.IntImm):
+            return attr
+        new = tvm.tirx.Var(old.name, "int32")
+        wide = tvm.tirx.Cast("int64", new)
+        body = tvm_ffi.structural_map(
+            attr.body, [(tvm.tirx.Var, lambda v: wide if v.same_as(old) else v)]
+        )
+        extent = tvm.tirx.IntImm("int32", int(attr.value))
+        binding = tvm.tirx.IterVar(
+            tvm.ir.Range.from_min_extent(tvm.tirx.IntImm("int32", 0), extent),
+            new,
+            iv.iter_type,
+            iv.thread_tag,
+        )
+        return tvm.tirx.AttrStmt(binding, attr.attr_key, extent, body)
+
+    return tvm_ffi.structural_map(
+        func, [(tvm.tirx.For, narrow), (tvm.tirx.AttrStmt, narrow_launch)], order="post"
+    )
 
 
 def row_scan(stmt) -> tuple[int, bool] | None:
