@@ -44,20 +44,10 @@ RESULTS = ROOT / "benchmarks" / "results"
 sys.path.insert(0, str(SAMPLES))
 
 import photos  # noqa: E402  (samples/: skimage's photos at 1080p; no TensorFlow)
+from workload import WORKLOADS  # noqa: E402  (samples/: GDPNPU's six, then the DNN cases)
 
 # The architecture compiled for: the H100 and H200 are sm_90 (a later GPU JIT-compiles it).
 ARCH = "sm_90"
-# GDPNPU's six workloads, then the two DNN cases (samples/workload.py's list).
-WORKLOADS = [
-    "tone",
-    "gaussian",
-    "sharpness",
-    "canny",
-    "mean_std",
-    "knn",
-    "dnn_resize",
-    "dnn_letterbox",
-]
 H, W = 1080, 1920
 
 

@@ -547,7 +547,7 @@ def _index_check_on_threads(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc | None
     assertions left out: TVM drops assertions from device code anyway, and one thread over
     every index (4 M for a 1080p cvtColor to HSV) took milliseconds. None where the check is
     not a nest of loops of static extents."""
-    from tvm.s_tir import SBlock, SBlockRealize
+    from tvm.s_tir import SBlockRealize
 
     realize = func.body
     if not isinstance(realize, SBlockRealize) or len(realize.block.alloc_buffers):
@@ -580,15 +580,25 @@ def _index_check_on_threads(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc | None
         rest = tvm.tirx.FloorDiv(rest, wide(int(extent)))
     body = tvm_ffi.structural_map(body, [(tvm.tirx.Var, lambda v: index.get(v, v))], order="post")
     body = tvm.tirx.IfThenElse(tvm.tirx.LT(flat, wide(total)), body, None)
-    for var, tag, extent in (
-        (tx, "threadIdx.x", threads),
-        (bx, "blockIdx.x", -(-total // threads)),
-    ):
-        zero, count = tvm.tirx.IntImm("int32", 0), tvm.tirx.IntImm("int32", extent)
-        binding = tvm.tirx.IterVar(
-            tvm.ir.Range.from_min_extent(zero, count), var, tvm.tirx.IterVar.ThreadIndex, tag
-        )
-        body = tvm.tirx.For(var, zero, count, tvm.tirx.ForKind.THREAD_BINDING, body, binding)
+    body = _thread_loop(tx, "threadIdx.x", threads, body)
+    body = _thread_loop(bx, "blockIdx.x", -(-total // threads), body)
+    return _with_root_body(func, body)
+
+
+def _thread_loop(var: tvm.tirx.Var, tag: str, extent: int, body) -> tvm.tirx.For:
+    """`body` in a loop of `var` (int32) over `extent`, bound to the thread axis `tag`."""
+    zero, count = tvm.tirx.IntImm("int32", 0), tvm.tirx.IntImm("int32", extent)
+    binding = tvm.tirx.IterVar(
+        tvm.ir.Range.from_min_extent(zero, count), var, tvm.tirx.IterVar.ThreadIndex, tag
+    )
+    return tvm.tirx.For(var, zero, count, tvm.tirx.ForKind.THREAD_BINDING, body, binding)
+
+
+def _with_root_body(func: tvm.tirx.PrimFunc, body) -> tvm.tirx.PrimFunc:
+    """`func` with its root block's body replaced by `body`."""
+    from tvm.s_tir import SBlock, SBlockRealize
+
+    realize = func.body
     block = realize.block
     block = SBlock(
         block.iter_vars,
@@ -611,31 +621,14 @@ def _single_thread(func: tvm.tirx.PrimFunc, name: str, why: list[str]) -> tvm.ti
     which dlight and DefaultGPUSchedule cannot bind (gdp's index checks of relax_import: a
     scalar index checked by an assertion). Correct, and serial: a kernel holding more than
     SINGLE_THREAD_ELEMENTS is said in a RuntimeWarning."""
-    from tvm.s_tir import SBlock, SBlockRealize
+    from tvm.s_tir import SBlockRealize
 
     realize = func.body
     if not isinstance(realize, SBlockRealize) or len(realize.block.alloc_buffers):
         return None
-    block = realize.block
-    body = block.body
+    body = realize.block.body
     for tag in ("threadIdx.x", "blockIdx.x"):
-        var = tvm.tirx.Var(tag.replace(".", "_"), "int32")
-        zero, one = tvm.tirx.IntImm("int32", 0), tvm.tirx.IntImm("int32", 1)
-        binding = tvm.tirx.IterVar(
-            tvm.ir.Range.from_min_extent(zero, one), var, tvm.tirx.IterVar.ThreadIndex, tag
-        )
-        body = tvm.tirx.For(var, zero, one, tvm.tirx.ForKind.THREAD_BINDING, body, binding)
-    block = SBlock(
-        block.iter_vars,
-        block.reads,
-        block.writes,
-        block.name_hint,
-        body,
-        block.init,
-        block.alloc_buffers,
-        block.match_buffers,
-        block.annotations,
-    )
+        body = _thread_loop(tvm.tirx.Var(tag.replace(".", "_"), "int32"), tag, 1, body)
     from tvm.tirx.buffer import is_buffer_var
 
     elements = sum(_elements(p.ty.shape) for p in func.params if is_buffer_var(p))
@@ -646,7 +639,7 @@ def _single_thread(func: tvm.tirx.PrimFunc, name: str, why: list[str]) -> tvm.ti
             RuntimeWarning,
             stacklevel=3,
         )
-    return func.with_body(SBlockRealize(realize.iter_values, realize.predicate, block))
+    return _with_root_body(func, body)
 
 
 def _elements(shape) -> int:
