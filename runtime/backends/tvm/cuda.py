@@ -13,7 +13,7 @@ wheel no longer reads: every kernel came out a `.func` (a device function, which
 cannot launch). compile() turns them into `.entry` kernels in the exported library
 (kernels_as_entries) and checks the result.
 
-Nothing compiled here has run on a GPU yet (docs/gpu.md). TVM's other CUDA path (target kind
+Run on an NVIDIA H200 through benchmarks/gpu.py (docs/gpu.md). TVM's other CUDA path (target kind
 "cuda") is not used: 0.27 stores CUDA C in the library and compiles it when the library is loaded
 (through NVRTC or nvcc, with --use_fast_math), so every load on the serving machine would compile.
 """

@@ -1,21 +1,26 @@
 """The gpu target's schedules (runtime/backends/tvm/cuda.py): every kernel of the lowered module
 bound to CUDA blocks and threads, as fusion.Schedules asks of a schedule module.
 
-For now these are TVM's own GPU default schedules (tvm.s_tir.dlight's gpu rules, in the order
-TVM's CUDA pipeline applies them: Matmul, GEMV, Reduction, GeneralReduction, then Fallback, which
-binds any spatial kernel's loops to blocks and threads), then TVM's DefaultGPUSchedule pass, then
-one thread (a kernel with no loops of its own: gdp's index checks). Around them, what TVM 0.27
-with its LLVM 22 needs (docs/gpu.md): cross-thread reduction rules are skipped for reductions
-shorter than a warp, and their schedules are lowered alone first and refused where TVM's
-ThreadSync refuses them or where threads meet at a block barrier (whose NVPTX code does not
-build); a kernel whose full inlining would explode (a median's sorting network) is inlined only
-within a budget (_bounded_fallback); every thread loop is made int32. A GPU kernel without
-thread bindings would fail TVM's memory verification at build time, so every kernel ends up
-bound, or the compile fails naming it and each rule's reason.
+Each kernel takes the first of these that binds its threads:
+- a kernel with one reduction longer than SERIAL_REDUCTION: gdp's two-stage reduction
+  (_two_stage: rfactor into partials in global memory, further stages summing them, every stage
+  its own kernel, no value passed between threads);
+- dlight's Fallback rule (a spatial kernel's loops fused and bound to blocks and threads; a short
+  reduction serial per thread), then TVM's DefaultGPUSchedule pass;
+- a kernel TOPI already wrote for the GPU beside an unscheduled producer: that producer bound
+  (_bind_loose_blocks);
+- one thread (a kernel with no loops of its own).
+gdp's index checks run one thread per index (_index_check_on_threads). Around them, what TVM
+0.27 with its LLVM 22 needs (docs/gpu.md): a schedule that reduces across threads is refused
+(_rules says why; dlight's Matmul, GEMV, Reduction and GeneralReduction rules are not used); a
+kernel whose full inlining would explode (a median's sorting network) is inlined only within a
+budget (_bounded_fallback); a buffer one kernel alone uses is local; every thread index is made
+int32. A GPU kernel without thread bindings would fail TVM's memory verification at build
+time, so every kernel ends up bound, or the compile fails naming it and each rule's reason.
 
-gdp's own GPU schedules (stencils as shared-memory tiles with halos, two-stage reductions with
-warp shuffles: docs/gpu.md) are not written yet; KERNEL_RULES are therefore the conservative
-ones these rules serve: one many-to-many op a kernel, no row scans sharing a pass.
+Stencils as shared-memory tiles with halos and warp-shuffle reductions (docs/gpu.md) are not
+written yet; KERNEL_RULES are therefore conservative: one many-to-many op a kernel, no row
+scans sharing a pass.
 """
 
 from __future__ import annotations
@@ -29,9 +34,9 @@ import tvm_ffi
 from gdp.errors import CompileError
 from gdp.runtime import fusion as F
 
-# What one GPU kernel may hold under these schedules. dlight's reduction rules take a kernel
-# with one reduction (its producers inlined, its consumers as epilogue); two reductions in one
-# kernel fall to Fallback, which runs each reduction's loop serially per thread.
+# What one GPU kernel may hold under these schedules. The two-stage reduction takes a kernel
+# with one reduction (its producers inlined, its consumers their own kernels); two reductions in
+# one kernel fall to Fallback, which runs each reduction's loop serially per thread.
 KERNEL_RULES = F.KernelRules(
     many_to_many=1,
     row_scans_share=False,
