@@ -89,15 +89,20 @@ def libdevice_path() -> str | None:
             return str(found)
     except Exception:  # TVM's search raises where its guessed toolkit has no libdevice
         pass
-    sites = {str(Path(p)) for p in sys.path if p.endswith("site-packages")}
+    return next(_cuda_files(_LIBDEVICE_GLOBS, newest_first=True), None)
+
+
+def _cuda_files(patterns: tuple[str, ...], newest_first: bool = False):
+    """The files matching `patterns` in order, where `{env}` stands for $CUDA_PATH and
+    $CUDA_HOME, `{site}` for each site-packages (or dist-packages) directory on sys.path; within
+    a pattern in name order (`newest_first`: reversed, a later toolkit first)."""
+    sites = {str(Path(p)) for p in sys.path if p.endswith(("site-packages", "dist-packages"))}
     envs = [os.environ[v] for v in ("CUDA_PATH", "CUDA_HOME") if v in os.environ]
-    for pattern in _LIBDEVICE_GLOBS:
+    for pattern in patterns:
         roots = envs if "{env}" in pattern else sites if "{site}" in pattern else [""]
         for root in roots:
             name = pattern.format(env=root, site=root)
-            for path in sorted(glob.glob(name), reverse=True):
-                return path
-    return None
+            yield from sorted(glob.glob(name), reverse=newest_first)
 
 
 @functools.cache
@@ -287,17 +292,12 @@ def _load_cudart() -> bool:
     _CUDART_GLOBS; False where none loads."""
     import ctypes
 
-    sites = {str(Path(p)) for p in sys.path if p.endswith(("site-packages", "dist-packages"))}
-    envs = [os.environ[v] for v in ("CUDA_PATH", "CUDA_HOME") if v in os.environ]
-    for pattern in _CUDART_GLOBS:
-        roots = envs if "{env}" in pattern else sites if "{site}" in pattern else [""]
-        for root in roots:
-            for path in sorted(glob.glob(pattern.format(env=root, site=root))):
-                try:
-                    ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
-                    return True
-                except OSError:
-                    continue
+    for path in _cuda_files(_CUDART_GLOBS):
+        try:
+            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            return True
+        except OSError:
+            continue
     return False
 
 

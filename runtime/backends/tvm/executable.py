@@ -9,6 +9,7 @@ producers), without a copy. Kernels run on TVM's stream for the device, the CUDA
 
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
@@ -260,8 +261,6 @@ class TvmExecutable(Executable):
 def _like(tensor: tvm.runtime.Tensor, example) -> object:
     """A device output as an array of `example`'s library (torch, CuPy: their from_dlpack),
     sharing its memory; TVM's own tensor for any other."""
-    import sys
-
     library = sys.modules.get(type(example).__module__.split(".")[0])
     from_dlpack = getattr(library, "from_dlpack", None)
     return from_dlpack(tensor) if from_dlpack is not None else tensor

@@ -84,9 +84,9 @@ def _kernels(mod: tvm.IRModule):
 
 
 def schedule(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
-    """Every kernel of `mod` scheduled for the GPU `target`: the first of dlight's rules whose
-    schedule binds threads (and lowers, for _SYNCING rules), else DefaultGPUSchedule's
-    bindings, else one thread (_single_thread); thread indices made int32
+    """Every kernel of `mod` scheduled for the GPU `target`: an index check one thread per
+    index (_index_check_on_threads), any other kernel by the first of _candidates that binds
+    threads without reducing across them; private buffers made local, thread indices int32
     (_narrow_thread_indices). CompileError naming a kernel none of them serves, with why."""
     from gdp.runtime.backends.tvm.relax_import import INDEX_CHECK
 
@@ -466,9 +466,11 @@ def _bounded_fallback(func: tvm.tirx.PrimFunc, target: tvm.target.Target):
 
 
 def _candidates(func: tvm.tirx.PrimFunc, target: tvm.target.Target, name: str, why: list):
-    """(how, scheduled kernel) in the order they are tried: each of dlight's rules that takes
-    `func`, DefaultGPUSchedule, one thread. A rule or pass that raises is noted in `why`: dlight
-    checks a kernel's form only partly before scheduling it, and a primitive may then refuse."""
+    """(how, scheduled kernel) in the order they are tried: the two-stage reduction (a long
+    reduction), bounded inlining (a kernel too large to inline whole) or dlight's Fallback,
+    DefaultGPUSchedule, the loose blocks bound, one thread. A rule or pass that raises is noted
+    in `why`: a rule checks a kernel's form only partly before scheduling it, and a primitive
+    may then refuse."""
     inlined = _inlined_size(func)
     if _longest_reduction(func) > SERIAL_REDUCTION and inlined <= INLINE_LIMIT:
         try:
