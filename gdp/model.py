@@ -17,7 +17,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -907,7 +907,15 @@ class _Run:
         self.buffers, self.profile = buffers, profile
 
     def __call__(self) -> dict[str, np.ndarray]:
-        results = self.spec.executable.run(self.arrays, self.profile)
+        return self._deliver(self.spec.executable.run(self.arrays, self.profile))
+
+    def launch(self) -> Callable[[], dict[str, np.ndarray]]:
+        """Start the run on the executable (queue.Worker finishes it after launching the next
+        queued run): the function that waits for it and delivers its outputs."""
+        finish = self.spec.executable.launch(self.arrays, self.profile)
+        return lambda: self._deliver(finish())
+
+    def _deliver(self, results: list[np.ndarray]) -> dict[str, np.ndarray]:
         by_name = {s.name: r for s, r in zip(self.spec.outputs, results, strict=True)}
         for name, buf in self.buffers.items():
             got = by_name[name]

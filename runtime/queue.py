@@ -198,13 +198,47 @@ class Worker:
         return task.result()
 
     def _loop(self) -> None:
+        # A run that can be launched (its device computes asynchronously: the gpu) is finished
+        # only after the next queued run is launched, so that the next run's host work overlaps
+        # its copies and kernels; with nothing queued it is finished at once. Runs still
+        # finish, and their tasks end, in the order they were submitted.
+        launched = None  # (finish, task) of a run whose device work may still be going on
         while True:
-            fn, task = self._queue.get()
+            if launched is None:
+                item = self._queue.get()
+            else:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    item = None
             with self._executing:
-                self._execute(fn, task)
-            del fn, task  # the run's inputs are not kept alive while the queue is empty
-            with self._count_lock:
-                self._unfinished -= 1
+                started = self._launch(*item) if item is not None else None
+                if launched is not None:
+                    self._execute(*launched)
+                    self._one_done()
+            launched = started
+            if item is not None and started is None:
+                self._one_done()
+            # The runs' inputs are not kept alive while the queue is empty.
+            del item, started
+
+    def _one_done(self) -> None:
+        with self._count_lock:
+            self._unfinished -= 1
+
+    def _launch(self, fn: Callable[[], Any], task: Task) -> tuple | None:
+        """Start `fn` through its `launch()` where it has one: (finish, task) to execute later.
+        Else (or where launching failed) run it to its end now: None."""
+        launch = getattr(fn, "launch", None)
+        if launch is None:
+            self._execute(fn, task)
+            return None
+        try:
+            finish = _guarded(launch, self.name)
+        except GdpError as err:
+            task._finish(error=err)
+            return None
+        return finish, task
 
     def _execute(self, fn: Callable[[], Any], task: Task) -> None:
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -29,6 +30,16 @@ class Executable(ABC):
 
         With a profile, fill its host phases (copy in, execute, copy out) and kernel times.
         """
+
+    def launch(
+        self, inputs: list[np.ndarray], profile: Profile | None = None
+    ) -> Callable[[], list[np.ndarray]]:
+        """Start a run and return the function that waits for it and returns run()'s value. A
+        backend whose device computes asynchronously returns before the device is done, so
+        that the next run's host work overlaps this one (the target's worker finishes a run
+        after launching the next); here the run is done when launch returns."""
+        outputs = self.run(inputs, profile)
+        return lambda: outputs
 
     def run_many(
         self, batch: list[list[np.ndarray]], profile: Profile | None = None

@@ -460,34 +460,6 @@ def test_math_functions_without_libdevice_are_a_compile_error(monkeypatch, tmp_p
         backend.compile(prepared.graph, tmp_path, {}, None)
 
 
-# -- the executable, against the CPU device ------------------------------------------------
-
-
-def test_cuda_executable_profiles_each_kernel_after_a_device_sync(tmp_path, monkeypatch):
-    """CudaExecutable's logic on a library compiled for the cpu and run on tvm.cpu(): the
-    outputs, one profile entry per kernel, and a device sync at every VM hook."""
-    from gdp.runtime.profiling import Profile
-
-    tone = importlib.import_module("tone")
-    graph = convert(tone.program, None)[0]
-    backend = get_backend("tvm-llvm")
-    prepared = pipeline.prepare(
-        graph, None, backend.required_rewrites, False, None, None, IR_VERSION
-    )
-    meta = backend.compile(prepared.graph, tmp_path, {}, None)
-    loaded = cuda.CudaExecutable(tvm.runtime.load_module(str(tmp_path / LIBRARY)), tvm.cpu())
-    syncs = []
-    monkeypatch.setattr(type(loaded.device), "sync", lambda self: syncs.append(1), raising=False)
-    rgb = np.random.default_rng(0).random((1080, 1920, 3), dtype=np.float32)
-    profile = Profile("gpu")
-    (got,) = loaded.run([rgb], profile)
-    want = tone.peer(rgb=rgb)["mapped"]
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-    assert len(profile.kernels) == meta["kernels"] == 1
-    assert syncs and len(syncs) >= 2 * len(profile.kernels)
-    assert profile.execute_s >= sum(t for _, t in profile.kernels)
-
-
 # -- the API without a GPU, and runs on one ------------------------------------------------
 
 

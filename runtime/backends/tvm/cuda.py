@@ -34,7 +34,7 @@ import tvm
 from gdp.errors import CompileError, ExecutionError, TargetError
 from gdp.runtime.backends.base import CostProfile, Executable
 from gdp.runtime.backends.tvm.backend import LIBRARY, TvmBackend, source_file
-from gdp.runtime.backends.tvm.executable import TvmExecutable
+from gdp.runtime.backends.tvm.cuda_executable import CudaExecutable
 
 # The architecture compiled for where neither GDP_GPU_ARCH nor a present GPU names one.
 DEFAULT_ARCH = "sm_90"
@@ -340,18 +340,6 @@ def half_sums_without_fma(mod: tvm.IRModule) -> tvm.IRModule:
         if isinstance(func, tvm.tirx.PrimFunc):
             mod[gvar] = tvm_ffi.structural_map(func, callbacks, order="post")
     return mod
-
-
-class CudaExecutable(TvmExecutable):
-    """A gpu model run by the Relax VM on a CUDA device. Kernels launch asynchronously: with a
-    profile, each VM hook first waits for the device, so a kernel's time is its own and the
-    run's execute time ends when its last kernel does (the copies out would otherwise absorb
-    the kernels' time). Without one nothing waits beyond the copy of the outputs to the host.
-    Works on any device (the tests use the CPU's)."""
-
-    def _instrument(self, func, func_symbol, before_run, ret_value, *args) -> int:
-        self.device.sync()
-        return super()._instrument(func, func_symbol, before_run, ret_value, *args)
 
 
 class TvmCudaBackend(TvmBackend):

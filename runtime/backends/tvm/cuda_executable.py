@@ -1,0 +1,291 @@
+"""A gpu model run by the Relax VM on a CUDA device, on gdp's stream, with pinned host staging.
+
+- **One stream per device** (gdp's, shared by every gpu executable of the process: they run one
+  task at a time on the target's worker, and the VM's memory pool, shared too, reuses a freed
+  buffer only in stream order). It synchronises with the legacy default stream, so work that
+  torch or CuPy queued on their default streams before a run is done before its kernels read
+  it, and their work queued after a run waits for it. A torch.cuda tensor or CuPy array made
+  on another stream of theirs is handed over with events both ways.
+- **Host arrays** are copied into pinned host buffers, then to the device asynchronously;
+  outputs come back through pinned buffers. Each executable keeps two slots of such buffers:
+  `launch()` queues one run's copies and kernels and returns at once, and its `finish()` waits
+  for it. The target's worker launches the next queued run before it finishes the previous one,
+  so one run's host work (staging, the VM's calls) overlaps the previous run's copies and
+  kernels (`run_async`), as does `run_many`.
+- **profile=True** times the copies and each kernel with CUDA events, without waiting for the
+  device between kernels.
+
+The same code runs on the CPU device with HostRuntime (copies are memmoves): the tests check
+the staging, the pipelining and the profile on a machine without a GPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+import numpy as np
+import tvm
+import tvm_ffi
+
+from gdp.runtime.backends.tvm import thread_pool
+from gdp.runtime.backends.tvm.cuda_runtime import (
+    DEVICE_TO_HOST,
+    HOST_TO_DEVICE,
+    CudaRuntime,
+    HostRuntime,
+)
+from gdp.runtime.backends.tvm.executable import _DLPACK_CPU, TvmExecutable, _like
+from gdp.runtime.profiling import Profile
+
+_streams: dict[tuple[str, int], int] = {}
+_streams_lock = threading.Lock()
+
+
+def _stream(runtime, device: tvm.runtime.Device) -> int:
+    """gdp's stream on `device`, created on first use."""
+    key = (type(runtime).__name__, device.index)
+    with _streams_lock:
+        if key not in _streams:
+            _streams[key] = runtime.stream()
+        return _streams[key]
+
+
+class _Slot:
+    """One run's staging: per input a pinned host buffer and a device tensor, per output a
+    pinned host buffer (each grown to the largest size seen, never shrunk), and the event
+    recorded after its last copy out."""
+
+    def __init__(self, runtime) -> None:
+        self.runtime = runtime
+        self.host_in: dict[int, np.ndarray] = {}
+        self.device_in: dict[int, tvm.runtime.Tensor] = {}
+        self.host_out: dict[int, np.ndarray] = {}
+        self.done = None
+
+    def pinned(self, table: dict[int, np.ndarray], index: int, nbytes: int) -> np.ndarray:
+        buffer = table.get(index)
+        if buffer is None or buffer.nbytes < nbytes:
+            if buffer is not None:
+                del table[index]
+                self.runtime.host_free(buffer)
+            buffer = table[index] = self.runtime.host_alloc(max(nbytes, 1))
+        return buffer[:nbytes]
+
+    def stage_in(self, index: int, array: np.ndarray, device, stream: int) -> tvm.runtime.Tensor:
+        """`array` copied into this slot's pinned buffer, and from there (queued on `stream`)
+        into its device tensor."""
+        tensor = self.device_in.get(index)
+        if tensor is None or tuple(tensor.shape) != array.shape or tensor.dtype != array.dtype:
+            tensor = self.device_in[index] = tvm.runtime.empty(
+                array.shape, str(array.dtype), device
+            )
+        if array.nbytes:
+            host = self.pinned(self.host_in, index, array.nbytes)
+            np.copyto(host.view(array.dtype).reshape(array.shape), array)
+            self.runtime.copy(
+                tensor.data_ptr(), host.ctypes.data, array.nbytes, HOST_TO_DEVICE, stream
+            )
+        return tensor
+
+    def stage_out(self, index: int, tensor: tvm.runtime.Tensor, stream: int) -> np.ndarray:
+        """A view of this slot's pinned buffer that `tensor` is copied into (queued on
+        `stream`: read it after `done`)."""
+        dtype = np.dtype(str(tensor.dtype))
+        shape = tuple(int(d) for d in tensor.shape)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        host = self.pinned(self.host_out, index, nbytes)
+        if nbytes:
+            self.runtime.copy(host.ctypes.data, tensor.data_ptr(), nbytes, DEVICE_TO_HOST, stream)
+        return host.view(dtype).reshape(shape)
+
+    def free(self) -> None:
+        for table in (self.host_in, self.host_out):
+            for buffer in table.values():
+                self.runtime.host_free(buffer)
+            table.clear()
+        if self.done is not None:
+            self.runtime.free_event(self.done)
+            self.done = None
+
+
+class CudaExecutable(TvmExecutable):
+    """A gpu model: see the module's docstring. Works on any device (the tests use the CPU's,
+    with HostRuntime)."""
+
+    def __init__(self, library: tvm.runtime.Module, device: tvm.runtime.Device) -> None:
+        super().__init__(library, device)
+        self.zero_copy_inputs = False  # host arrays are staged (pinned), never read in place
+        on_cuda = device.dlpack_device_type() != _DLPACK_CPU
+        self.runtime = CudaRuntime(device.index) if on_cuda else HostRuntime()
+        self.stream = _stream(self.runtime, device)
+        # Two slots: a run's buffers are refilled two launches later, after its finish().
+        self._slots = [_Slot(self.runtime), _Slot(self.runtime)]
+        self._turn = 0
+        self._kernel_events: list[tuple[str, object, object]] = []
+        self._kernel_start_event = None
+
+    def __del__(self) -> None:
+        for slot in getattr(self, "_slots", ()):
+            with contextlib.suppress(Exception):  # the CUDA runtime may be unloading at exit
+                slot.free()
+
+    def _instrument(self, func, func_symbol, before_run, ret_value, *args) -> int:
+        # An event on the stream before and after each kernel (VM builtins are not kernels):
+        # nothing waits for the device between kernels.
+        name = str(func_symbol)
+        if name.startswith("vm.builtin"):
+            return 0
+        event = self.runtime.event(timing=True)
+        self.runtime.record(event, self.stream)
+        if before_run:
+            self._kernel_start_event = event
+        else:
+            self._kernel_events.append((name, self._kernel_start_event, event))
+        return 0
+
+    def run(self, inputs: list, profile: Profile | None = None) -> list:
+        return self.launch(inputs, profile)()
+
+    def launch(self, inputs: list, profile: Profile | None = None) -> Callable[[], list]:
+        """Queue one run (its input copies, kernels and output copies) on gdp's stream and
+        return the function that waits for it and returns its outputs: host arrays, or for a
+        run given a device array, its library's device tensors (nothing to wait for). Two
+        launches may be outstanding; the caller finishes the first before a third."""
+        thread_pool.before_run()
+        runtime, stream = self.runtime, self.stream
+        slot = self._slots[self._turn]
+        self._turn ^= 1
+        example = next((x for x in inputs if not isinstance(x, np.ndarray)), None)
+        marks = _Marks(runtime, stream) if profile is not None else None
+        if marks:
+            marks.record("start")
+        producer = _producer_stream(example) if example is not None else 0
+        if producer:
+            _handover(runtime, producer, stream)
+        args = [
+            slot.stage_in(i, x, self.device, stream)
+            if isinstance(x, np.ndarray)
+            else self._to_device(i, x)
+            for i, x in enumerate(inputs)
+        ]
+        if marks:
+            marks.record("in")
+            self._kernel_events = []
+        with tvm_ffi.use_raw_stream(self.device, stream):
+            if profile is None:
+                if self._main is None:
+                    self._main = self.vm["main"]
+                result = self._main(*args)
+            else:
+                result = self._vm_for(profile)["main"](*args)
+        tensors = [result] if isinstance(result, tvm.runtime.Tensor) else list(result)
+        if marks:
+            marks.record("executed")
+        if example is not None:
+            if producer:
+                _handover(runtime, stream, producer)
+            outputs = [_like(t, example) for t in tensors]
+            if marks is None:
+                return lambda: outputs
+            marks.record("out")
+            return lambda: self._profiled(marks, profile, outputs, 0.0)
+        staged = [slot.stage_out(j, t, stream) for j, t in enumerate(tensors)]
+        if slot.done is None:
+            slot.done = runtime.event()
+        runtime.record(slot.done, stream)
+        if marks:
+            marks.record("out")
+
+        def finish() -> list[np.ndarray]:
+            runtime.wait(slot.done)
+            t0 = time.perf_counter()
+            # The slot is refilled two launches later: the caller keeps copies.
+            outputs = [np.array(s, copy=True) for s in staged]
+            if marks is None:
+                return outputs
+            return self._profiled(marks, profile, outputs, time.perf_counter() - t0)
+
+        # The VM may hand the outputs' device memory to the next run before these copies are
+        # done: that run's kernels are queued behind them on the same stream.
+        return finish
+
+    def _profiled(self, marks: _Marks, profile: Profile, outputs: list, host_copy_s: float):
+        """Fill `profile` from a finished run's events: the copies in and out, the kernels."""
+        marks.wait("out")
+        profile.copy_in_s += marks.elapsed("start", "in")
+        profile.execute_s += marks.elapsed("in", "executed")
+        profile.copy_out_s += marks.elapsed("executed", "out") + host_copy_s
+        for name, start, end in self._kernel_events:
+            profile.kernels.append((name, self.runtime.elapsed_s(start, end)))
+            self.runtime.free_event(start)
+            self.runtime.free_event(end)
+        self._kernel_events = []
+        marks.free()
+        return outputs
+
+    def run_many(
+        self, batch: list[list], profile: Profile | None = None, into=None
+    ) -> list[list[np.ndarray]]:
+        """Each entry launched before the previous one is finished: one run's staging and
+        VM calls overlap the previous run's copies and kernels."""
+        if profile is not None:
+            return [self.run(inputs, profile) for inputs in batch]
+        results: list[list[np.ndarray]] = []
+        pending = None
+        for inputs in batch:
+            finish = self.launch(inputs)
+            if pending is not None:
+                results.append(pending())
+            pending = finish
+        if pending is not None:
+            results.append(pending())
+        return results
+
+
+class _Marks:
+    """Named timing events recorded on a stream."""
+
+    def __init__(self, runtime, stream: int) -> None:
+        self.runtime, self.stream = runtime, stream
+        self.events: dict[str, object] = {}
+
+    def record(self, name: str) -> None:
+        event = self.events[name] = self.runtime.event(timing=True)
+        self.runtime.record(event, self.stream)
+
+    def wait(self, name: str) -> None:
+        self.runtime.wait(self.events[name])
+
+    def elapsed(self, start: str, end: str) -> float:
+        return self.runtime.elapsed_s(self.events[start], self.events[end])
+
+    def free(self) -> None:
+        for event in self.events.values():
+            self.runtime.free_event(event)
+        self.events.clear()
+
+
+def _producer_stream(example) -> int:
+    """The stream a torch.cuda tensor's or CuPy array's library queues work on now, where it is
+    not the legacy default stream (which gdp's stream synchronises with): 0 otherwise, and for
+    other libraries' arrays."""
+    library = type(example).__module__.split(".")[0]
+    if library == "torch":
+        torch = sys.modules["torch"]
+        return int(torch.cuda.current_stream(example.device).cuda_stream)
+    if library == "cupy":
+        cupy = sys.modules["cupy"]
+        return int(cupy.cuda.get_current_stream().ptr)
+    return 0
+
+
+def _handover(runtime, before: int, after: int) -> None:
+    """Make stream `after`'s later work wait for the work queued on `before` so far."""
+    event = runtime.event()
+    runtime.record(event, before)
+    runtime.stream_wait(after, event)
+    runtime.free_event(event)  # CUDA releases it once the wait no longer needs it

@@ -1,0 +1,252 @@
+"""The gpu executable's runtime (runtime/backends/tvm/cuda_executable.py) on the CPU device,
+where cuda_runtime.HostRuntime stands for CUDA's calls: pinned staging in two slots, launches
+finished after the next one starts (run_many, the target's worker), events around each kernel
+for profile=True, and the hand-over to a device array's own stream. The outputs are checked
+against the tone sample's NumPy peer; the same code runs on a GPU through benchmarks/gpu.py."""
+
+import importlib
+import sys
+import threading
+import types
+
+import numpy as np
+import pytest
+import tvm
+import tvm_ffi
+
+from gdp.frontend import convert
+from gdp.frontend.common import IR_VERSION
+from gdp.rewrites import pipeline
+from gdp.runtime import queue
+from gdp.runtime.backends import get_backend
+from gdp.runtime.backends.tvm import cuda_executable
+from gdp.runtime.backends.tvm.backend import LIBRARY
+from gdp.runtime.backends.tvm.cuda_runtime import HostRuntime
+from gdp.runtime.profiling import Profile
+from tests import SAMPLES
+
+sys.path.insert(0, str(SAMPLES))
+
+tone = importlib.import_module("tone")
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory):
+    """The tone sample compiled for the cpu: (library path, meta)."""
+    out = tmp_path_factory.mktemp("tone")
+    graph = convert(tone.program, None)[0]
+    backend = get_backend("tvm-llvm")
+    prepared = pipeline.prepare(
+        graph, None, backend.required_rewrites, False, None, None, IR_VERSION
+    )
+    return out / LIBRARY, backend.compile(prepared.graph, out, {}, None)
+
+
+class Recording(HostRuntime):
+    """HostRuntime that logs its calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def host_alloc(self, nbytes):
+        self.calls.append(("host_alloc", nbytes))
+        return super().host_alloc(nbytes)
+
+    def copy(self, dst, src, nbytes, kind, stream):
+        self.calls.append(("copy", kind, stream))
+        super().copy(dst, src, nbytes, kind, stream)
+
+    def record(self, event, stream):
+        self.calls.append(("record", id(event), stream))
+        super().record(event, stream)
+
+    def wait(self, event):
+        self.calls.append(("wait", id(event)))
+
+    def stream_wait(self, stream, event):
+        self.calls.append(("stream_wait", stream, id(event)))
+
+    def named(self, name):
+        return [c for c in self.calls if c[0] == name]
+
+
+def _executable(library) -> cuda_executable.CudaExecutable:
+    loaded = cuda_executable.CudaExecutable(tvm.runtime.load_module(str(library[0])), tvm.cpu())
+    loaded.runtime = Recording()
+    for slot in loaded._slots:
+        slot.runtime = loaded.runtime
+    return loaded
+
+
+def _images(count: int, shape=(1080, 1920, 3)) -> list[np.ndarray]:
+    rng = np.random.default_rng(7)
+    return [rng.random(shape, dtype=np.float32) for _ in range(count)]
+
+
+def _want(image: np.ndarray) -> np.ndarray:
+    return tone.peer(rgb=image)["mapped"]
+
+
+def test_host_arrays_are_staged_in_two_slots_and_copied_out(library):
+    loaded = _executable(library)
+    images = _images(5)
+    for image in images:
+        (got,) = loaded.run([image])
+        np.testing.assert_allclose(got, _want(image), rtol=1e-5, atol=1e-6)
+    runtime = loaded.runtime
+    # One pinned buffer per input and output per slot, made once: 2 slots x (1 in + 1 out).
+    assert len(runtime.named("host_alloc")) == 4
+    kinds = [c[1] for c in runtime.named("copy")]
+    assert kinds == [1, 2] * len(images)  # in to the device, out to the host, every run
+    # The input buffers are the executable's, never the caller's: the caller's array is intact.
+    np.testing.assert_array_equal(images[0], _images(1)[0])
+
+
+def test_launches_overlap_and_finish_with_their_own_outputs(library):
+    """Two launches outstanding (the worker's and run_many's pattern): each finish returns
+    its own run's outputs, though the other slot was filled after it."""
+    loaded = _executable(library)
+    a, b, c = _images(3)
+    finish_a = loaded.launch([a])
+    finish_b = loaded.launch([b])
+    (got_a,) = finish_a()
+    finish_c = loaded.launch([c])  # refills a's slot: a's outputs were copied by its finish
+    (got_b,) = finish_b()
+    (got_c,) = finish_c()
+    for got, image in ((got_a, a), (got_b, b), (got_c, c)):
+        np.testing.assert_allclose(got, _want(image), rtol=1e-5, atol=1e-6)
+    got_a_again = got_a.copy()
+    loaded.run([b])
+    np.testing.assert_array_equal(got_a, got_a_again)  # the caller's copy is not a slot's
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 5])
+def test_run_many_pipelines_and_matches_one_by_one(library, count):
+    loaded = _executable(library)
+    images = _images(count)
+    got = loaded.run_many([[image] for image in images])
+    assert len(got) == count
+    for (out,), image in zip(got, images, strict=True):
+        np.testing.assert_allclose(out, _want(image), rtol=1e-5, atol=1e-6)
+    # Each run's outputs are waited for once, after the next run was launched.
+    calls = [c[0] for c in loaded.runtime.calls if c[0] in ("copy", "wait")]
+    first_wait = calls.index("wait")
+    assert count == 1 or calls[:first_wait].count("copy") == 4  # two runs queued before it
+
+
+def test_profile_times_each_kernel_with_events_and_never_waits_between_them(library):
+    loaded = _executable(library)
+    image = _images(1)[0]
+    profile = Profile("gpu")
+    (got,) = loaded.run([image], profile)
+    np.testing.assert_allclose(got, _want(image), rtol=1e-5, atol=1e-6)
+    assert len(profile.kernels) == library[1]["kernels"] == 1
+    assert all(seconds > 0 for _, seconds in profile.kernels)
+    assert profile.copy_in_s > 0 and profile.copy_out_s > 0
+    assert profile.execute_s >= sum(seconds for _, seconds in profile.kernels)
+    runtime = loaded.runtime
+    # Nothing waits for the device until the run is finished: one wait, after the last record.
+    names = [c[0] for c in runtime.calls]
+    assert names.count("wait") >= 1 and "wait" not in names[: names.index("wait")]
+    last_record = max(i for i, n in enumerate(names) if n == "record")
+    assert names.index("wait") > last_record
+
+
+class _Borrowed:
+    """A DLPack producer standing for a device array of a library (`module`) whose current
+    stream is not the legacy default one."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+def test_device_arrays_are_handed_over_between_their_stream_and_gdps(library, monkeypatch):
+    """A CuPy array made on a stream of its own (7 here): gdp's stream waits for that stream
+    before the kernels, and that stream waits for gdp's after them; the outputs are the
+    library's arrays, equal to the peer's."""
+    fake = types.ModuleType("cupy")
+    fake.cuda = types.SimpleNamespace(get_current_stream=lambda: types.SimpleNamespace(ptr=7))
+    fake.from_dlpack = np.from_dlpack
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    borrowed = type("ndarray", (_Borrowed,), {"__module__": "cupy"})
+    loaded = _executable(library)
+    image = _images(1)[0]
+    (got,) = loaded.run([borrowed(image)])
+    assert isinstance(got, np.ndarray)  # the library's from_dlpack made it
+    np.testing.assert_allclose(got, _want(image), rtol=1e-5, atol=1e-6)
+    runtime, gdp_stream = loaded.runtime, loaded.stream
+    records, waits = runtime.named("record"), runtime.named("stream_wait")
+    assert [r[2] for r in records] == [7, gdp_stream]
+    assert [w[1] for w in waits] == [gdp_stream, 7]
+    assert not runtime.named("copy")  # read in place, nothing staged
+
+
+def test_default_stream_device_arrays_need_no_hand_over(library):
+    loaded = _executable(library)
+    image = _images(1)[0]
+    (got,) = loaded.run([tvm_ffi.from_dlpack(image)])
+    np.testing.assert_allclose(np.from_dlpack(got), _want(image), rtol=1e-5, atol=1e-6)
+    assert not loaded.runtime.named("stream_wait")
+
+
+# -- the worker: a run launched before the previous one is finished --------------------------
+
+
+class _Launchable:
+    def __init__(self, name, log, fail=None):
+        self.name, self.log, self.fail = name, log, fail
+
+    def __call__(self):
+        return self.launch()()
+
+    def launch(self):
+        self.log.append(f"launch {self.name}")
+        if self.fail == "launch":
+            raise ValueError(f"{self.name} could not start")
+
+        def finish():
+            self.log.append(f"finish {self.name}")
+            if self.fail == "finish":
+                raise ValueError(f"{self.name} failed on the device")
+            return self.name
+
+        return finish
+
+
+def test_the_worker_launches_the_next_run_before_finishing_the_previous():
+    worker = queue.Worker("test-pipeline")
+    log: list[str] = []
+    gate = threading.Event()
+    blocker = worker.submit(gate.wait, queue.Task())
+    runs = [
+        _Launchable("a", log),
+        _Launchable("b", log, fail="launch"),
+        _Launchable("c", log, fail="finish"),
+        _Launchable("d", log),
+    ]
+    tasks = [worker.submit(run, queue.Task()) for run in runs]
+    gate.set()
+    assert blocker.result(timeout=10) is True
+    assert tasks[0].result(timeout=10) == "a"
+    with pytest.raises(Exception, match="b could not start"):
+        tasks[1].result(timeout=10)
+    with pytest.raises(Exception, match="c failed on the device"):
+        tasks[2].result(timeout=10)
+    assert tasks[3].result(timeout=10) == "d"
+    # a's finish waits for b's launch (which failed: b ends there), then c's launch.
+    assert log == [
+        "launch a",
+        "launch b",
+        "finish a",
+        "launch c",
+        "launch d",
+        "finish c",
+        "finish d",
+    ]
+    assert worker._unfinished == 0
