@@ -349,6 +349,8 @@ def _call_parts(model, on_gpu: dict, device: Device, runs: int = 200) -> dict:
         "VM main (TVM tensors)": lambda: executable._main(*tensors),
         "tvm_ffi.from_dlpack(torch)": lambda: [tvm_ffi.from_dlpack(a) for a in arrays],
         "torch.from_dlpack(output)": lambda: torch.from_dlpack(tvm_ffi.from_dlpack(out[0])),
+        "model._bind (input checks)": lambda: model._bind((), on_gpu),
+        "torch.cuda.current_stream": lambda: torch.cuda.current_stream(arrays[0].device),
     }
     found = {}
     for name, fn in parts.items():
@@ -360,6 +362,23 @@ def _call_parts(model, on_gpu: dict, device: Device, runs: int = 200) -> dict:
         found[name] = (time.perf_counter() - t0) / runs * 1e6
         torch.cuda.synchronize()
     return found
+
+
+def _host_profile(fn, calls: int = 300, lines: int = 18) -> str:
+    """cProfile's busiest functions (own time) over `calls` calls of `fn`: where a call's host
+    time goes, for the next change."""
+    import cProfile
+    import io
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        fn()
+    profiler.disable()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(lines)
+    return text.getvalue()[-6000:]
 
 
 def run_workload(name: str, prepared: Path, device: Device, roofline: float) -> dict:
@@ -424,7 +443,7 @@ def run_workload(name: str, prepared: Path, device: Device, roofline: float) -> 
         if label in fns:
             with_copy[label] = lambda fn=fn: fn(**{k: device.put(v) for k, v in inputs.items()})
     result["with_copy"] = device.timed(with_copy)
-    # gdp's kernels alone (CUDA-synchronised per kernel: profile=True).
+    # gdp's kernels alone (profile=True: CUDA events around each kernel).
     kernel_s = []
     for _ in range(10):
         task = model.submit(on_gpu, profile=True, wait=True)
@@ -433,6 +452,8 @@ def run_workload(name: str, prepared: Path, device: Device, roofline: float) -> 
     result["gdp_kernels"] = _timing(kernel_s)
     result["gdp_kernel_list"] = [(k, t * 1e3) for k, t in task.profile.kernels]
     result["gdp_call_parts"] = _call_parts(model, on_gpu, device)
+    result["gdp_call_host_profile"] = _host_profile(lambda: model(**on_gpu))
+    device.torch.cuda.synchronize()
     moved = parts.bytes_moved(inputs)
     result["bytes_moved"] = moved
     result["roofline_ms"] = moved / roofline * 1e3 if roofline else None
@@ -512,7 +533,19 @@ def run_server(prepared: Path, device: Device, batch: int = 64) -> dict:
     def opencv_numpy():
         return list(pool.map(_server_opencv, images))
 
-    fns = {"gdp": through_gpu(model), "OpenCV + NumPy (host threads)": opencv_numpy}
+    def host_arrays_async():
+        # gdp from the decoded numpy images (no torch): its pinned staging and its worker's
+        # pipelining, the fp16 outputs back on the host.
+        tasks = [gdp.run_async(model, image) for image in images]
+        gdp.sync()
+        return [task.result() for task in tasks]
+
+    fns = {
+        "gdp": through_gpu(model),
+        "gdp, host arrays in and out (run_async)": host_arrays_async,
+        "gdp, host arrays in and out (one call at a time)": lambda: [model(i) for i in images],
+        "OpenCV + NumPy (host threads)": opencv_numpy,
+    }
     for label, fn in gpu_peers.SERVER.items():
         fns[label] = through_gpu(fn)
     from gdp.benchmarking import compare
@@ -631,8 +664,8 @@ def report(source: Path, results: Path) -> None:
         "",
         "Milliseconds per call, median (min-max), each call ending when the GPU is idle. `gdp`"
         " is a call of the loaded model on torch.cuda tensors, returning torch.cuda tensors;"
-        " `kernels` is the sum of its kernels' times (profile=True); the roofline is the"
-        " workload's least bytes moved at the device-copy bandwidth.",
+        " `kernels` is the sum of its kernels' times (profile=True: CUDA events); the roofline is"
+        " the workload's least bytes moved at the device-copy bandwidth.",
         "",
         "| workload | check | gdp | gdp kernels | roofline | best peer | peer | gdp speedup |",
         "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: |",
@@ -653,16 +686,22 @@ def report(source: Path, results: Path) -> None:
         "Where a gdp call's time goes on the host (microseconds per call, not waiting for the"
         " GPU; `gdp_call_parts` in gpu.json), and its kernels (ms, `gdp_kernel_list`):",
         "",
-        "| workload | model call | executable.run | VM main | torch.from_dlpack(out) | kernels |",
-        "| --- | ---: | ---: | ---: | ---: | --- |",
+        "| workload | model call | input checks | executable.run | VM main |"
+        " torch.from_dlpack(out) | kernels |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for w in data["workloads"]:
         parts = w.get("gdp_call_parts") or {}
         kernels = ", ".join(f"{k[:24]} {t:.3f}" for k, t in w.get("gdp_kernel_list", []))
         cells = [
             parts.get(k)
-            for k in ("model call", "executable.run", "VM main (TVM tensors)")
-            + ("torch.from_dlpack(output)",)
+            for k in (
+                "model call",
+                "model._bind (input checks)",
+                "executable.run",
+                "VM main (TVM tensors)",
+                "torch.from_dlpack(output)",
+            )
         ]
         lines.append(
             f"| {w['name']} | "

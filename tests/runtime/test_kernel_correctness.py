@@ -212,6 +212,41 @@ def test_indices_bounded_by_their_arithmetic(table_size, scale, checked):
         np.testing.assert_array_equal(_gdp(model, feeds), _oracle(model, feeds))
 
 
+def _gather_at_arg(op: str, gather_rows: int, shape: list[int]):
+    # knn's lookup: the distance at the position argmin picked (along the last axis), from a
+    # table of `gather_rows`.
+    nodes = [
+        h.make_node(op, ["x"], ["i"], axis=len(shape) - 1, keepdims=0),
+        h.make_node("Gather", ["t", "i"], ["z"], axis=0),
+    ]
+    table = h.make_tensor("t", T.FLOAT, [gather_rows], np.arange(gather_rows).tolist())
+    return _model(nodes, [_vi("x", shape)], [_vi("z", shape[:-1])], [table])
+
+
+@pytest.mark.parametrize(
+    ("op", "gather_rows", "shape", "checked"),
+    [
+        ("ArgMin", 9, [5, 9], False),  # a position along the 9 reduced: inside 9 rows
+        ("ArgMax", 9, [5, 9], False),
+        ("ArgMin", 8, [5, 9], True),  # one row short: position 8 would read past it
+        ("ArgMin", 45, [45], False),  # knn's case: one vector, a scalar position
+        ("ArgMax", 44, [45], True),
+    ],
+)
+def test_indices_from_argmin_and_argmax_are_bounded_by_the_reduced_extent(
+    op, gather_rows, shape, checked
+):
+    from gdp.runtime.backends.tvm import relax_import
+
+    model = _gather_at_arg(op, gather_rows, shape)
+    mod = relax_import.import_onnx(model)
+    assert any("gdp_check_indices" in g.name_hint for g in mod.functions) == checked
+    x = np.random.default_rng(4).uniform(-3, 3, shape).astype(np.float32)
+    x.reshape(-1, shape[-1])[0, -1] = -9 if op == "ArgMin" else 9  # the last position picked
+    if not checked:
+        np.testing.assert_array_equal(_gdp(model, {"x": x}), _oracle(model, {"x": x}))
+
+
 # -- NaN ---------------------------------------------------------------------------------------
 
 _X = np.array([[np.nan, 1, -1, np.nan, 0.5], [0, np.nan, 3, -2, np.inf]], np.float32)

@@ -907,6 +907,11 @@ class _CheckedIndexMutator(relax.PyExprMutator):
         if not isinstance(bound, relax.Call):
             return own
         name = getattr(bound.op, "name", "")
+        if name in ("relax.argmin", "relax.argmax"):
+            # A position along the reduced axis (of all elements, without one): knn's
+            # gather of the nearest distance needs no check kernel.
+            extent = _reduced_extent(bound)
+            return (0, min(extent - 1, own[1])) if extent else own
         operands = [a for a in bound.args if isinstance(a.ty, relax.TensorType)]
         ranges = [self._value_range(a, depth + 1) for a in operands]
         if name not in _RANGE_OPS or any(r is None for r in ranges):
@@ -985,6 +990,20 @@ _RANGE_OPS = (
     "relax.clip",
 )
 _RANGE_DEPTH = 12
+
+
+def _reduced_extent(call: relax.Call) -> int | None:
+    """The static number of positions an argmin or argmax picks from: its axis's extent, or
+    every element's where it has no axis; None where not static."""
+    shape = call.args[0].ty.shape if isinstance(call.args[0].ty, relax.TensorType) else None
+    if not isinstance(shape, relax.ShapeExpr):
+        return None
+    extents = list(shape.values)
+    if call.attrs.axis is not None:
+        extents = [extents[int(call.attrs.axis) % len(extents)]] if extents else []
+    if not all(isinstance(e, tvm.tirx.IntImm) for e in extents):
+        return None
+    return int(np.prod([int(e) for e in extents], dtype=np.int64))
 
 
 def _integer_range(dtype: str) -> tuple[int, int] | None:
