@@ -655,7 +655,11 @@ class Model:
             arrays = self._bind((), args[0])
         else:
             arrays = self._bind(args, kwargs)
-        result = self._enqueue(arrays, None, profile=False, wait=True).result()
+        # As submit(wait=True) runs it, without the task a caller that waits does not need.
+        shapes = {s.name: a.shape for s, a in zip(self.inputs, arrays, strict=True)}
+        spec = self._specialization(shapes, self._ranges(arrays), arrays)
+        run = _Run(self.output_names, spec, arrays, {}, None)
+        result = queue.worker(self.target.name).call(run)
         return next(iter(result.values())) if len(result) == 1 else result
 
     # -- ragged batches ---------------------------------------------------------------------

@@ -4,6 +4,8 @@ checked against its signature."""
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -121,7 +123,12 @@ DLPACK_CPU = 1
 def on_device(value: Any) -> bool:
     """Whether `value` is an array in an accelerator's memory: a DLPack producer (a torch.cuda
     tensor, a CuPy array) whose device is not the host's."""
-    if isinstance(value, np.ndarray) or not hasattr(value, "__dlpack_device__"):
+    if isinstance(value, np.ndarray):
+        return False
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        return value.device.type != "cpu"  # 2 us less than asking DLPack
+    if not hasattr(value, "__dlpack_device__"):
         return False
     try:
         return int(value.__dlpack_device__()[0]) != DLPACK_CPU
@@ -129,11 +136,25 @@ def on_device(value: Any) -> bool:
         return False
 
 
+# A device array's dtype (torch's, CuPy's) -> numpy's, learnt once each.
+_dtypes: dict[Any, np.dtype] = {}
+
+
+def _numpy_dtype(dtype: Any) -> np.dtype:
+    try:
+        return _dtypes[dtype]
+    except (KeyError, TypeError):  # not seen yet, or not hashable
+        found = np.dtype(str(dtype).removeprefix("torch."))
+    with contextlib.suppress(TypeError):  # an unhashable dtype is converted every call
+        _dtypes[dtype] = found
+    return found
+
+
 def _check_device_input(sig: TensorSig, value: Any) -> Any:
     """A device array checked against `sig` (dtype, shape, C-contiguous), returned as it is:
     the backend reads it in place through DLPack."""
     try:
-        dtype = np.dtype(str(value.dtype).removeprefix("torch."))
+        dtype = _numpy_dtype(value.dtype)
         shape = tuple(int(d) for d in value.shape)
     except (TypeError, AttributeError):
         raise InputError(

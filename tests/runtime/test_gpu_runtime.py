@@ -250,3 +250,20 @@ def test_the_worker_launches_the_next_run_before_finishing_the_previous():
         "finish d",
     ]
     assert worker._unfinished == 0
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype"),
+    [((5,), np.uint8), ((1080, 1920, 3), np.float32), ((2049, 1023, 3), np.uint8)],
+)
+def test_host_copies_in_parts_are_whole(shape, dtype):
+    """copy_host splits a copy of at least PARALLEL_COPY_BYTES over threads, at byte offsets
+    that need not fall on an element or a row."""
+    rng = np.random.default_rng(5)
+    src = rng.integers(0, 255, shape).astype(dtype)
+    dst = np.zeros_like(src)
+    cuda_executable.copy_host(dst, src)
+    np.testing.assert_array_equal(dst, src)
+    strided = np.zeros(shape[::-1], dtype).T  # not C-contiguous: one plain copy
+    cuda_executable.copy_host(strided, src)
+    np.testing.assert_array_equal(strided, src)

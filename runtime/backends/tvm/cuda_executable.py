@@ -22,10 +22,12 @@ the staging, the pipelining and the profile on a machine without a GPU.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import tvm
@@ -85,7 +87,7 @@ class _Slot:
             )
         if array.nbytes:
             host = self.pinned(self.host_in, index, array.nbytes)
-            np.copyto(host.view(array.dtype).reshape(array.shape), array)
+            copy_host(host.view(array.dtype).reshape(array.shape), array)
             self.runtime.copy(
                 tensor.data_ptr(), host.ctypes.data, array.nbytes, HOST_TO_DEVICE, stream
             )
@@ -204,7 +206,10 @@ class CudaExecutable(TvmExecutable):
             runtime.wait(slot.done)
             t0 = time.perf_counter()
             # The slot is refilled two launches later: the caller keeps copies.
-            outputs = [np.array(s, copy=True) for s in staged]
+            outputs = []
+            for source in staged:
+                outputs.append(np.empty(source.shape, source.dtype))
+                copy_host(outputs[-1], source)
             if marks is None:
                 return outputs
             return self._profiled(marks, profile, outputs, time.perf_counter() - t0)
@@ -269,6 +274,43 @@ class _Marks:
         self.events.clear()
 
 
+# Host copies of at least this many bytes (into and out of the pinned buffers) are split over
+# the copy threads: one thread copies 6-8 GB/s, a 1080p float32 image is 25 MB.
+PARALLEL_COPY_BYTES = 1 << 22
+_copy_threads: ThreadPoolExecutor | None = None
+_copy_threads_lock = threading.Lock()
+
+
+def copy_host(dst: np.ndarray, src: np.ndarray) -> None:
+    """np.copyto(dst, src) for arrays of one shape and dtype; a large C-contiguous pair in
+    parts on up to 8 threads (numpy copies without the GIL)."""
+    nbytes = dst.nbytes
+    if nbytes < PARALLEL_COPY_BYTES or not (src.flags.c_contiguous and dst.flags.c_contiguous):
+        np.copyto(dst, src)
+        return
+    global _copy_threads
+    with _copy_threads_lock:
+        if _copy_threads is None:
+            workers = max(1, min(8, os.cpu_count() or 1))
+            _copy_threads = ThreadPoolExecutor(workers, thread_name_prefix="gdp-copy")
+        pool = _copy_threads
+    flat_dst, flat_src = dst.reshape(-1).view(np.uint8), src.reshape(-1).view(np.uint8)
+    parts = max(1, min(pool._max_workers, nbytes // (PARALLEL_COPY_BYTES // 4)))
+    edges = [nbytes * k // parts for k in range(parts + 1)]
+    spans = [slice(a, b) for a, b in zip(edges, edges[1:], strict=False)]
+    for done in pool.map(lambda span: np.copyto(flat_dst[span], flat_src[span]), spans):
+        del done
+
+
+def _forget_copy_threads() -> None:
+    # A forked child has none of its parent's threads: it starts its own pool when it copies.
+    global _copy_threads, _copy_threads_lock
+    _copy_threads, _copy_threads_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_copy_threads)
+
+
 def _producer_stream(example) -> int:
     """The stream a torch.cuda tensor's or CuPy array's library queues work on now, where it is
     not the legacy default stream (which gdp's stream synchronises with): 0 otherwise, and for
@@ -276,6 +318,9 @@ def _producer_stream(example) -> int:
     library = type(example).__module__.split(".")[0]
     if library == "torch":
         torch = sys.modules["torch"]
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # 5 us less a call
+        if raw is not None:
+            return int(raw(example.device.index))
         return int(torch.cuda.current_stream(example.device).cuda_stream)
     if library == "cupy":
         cupy = sys.modules["cupy"]
