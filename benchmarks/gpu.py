@@ -453,6 +453,10 @@ def run_workload(name: str, prepared: Path, device: Device, roofline: float) -> 
     result["gdp_kernel_list"] = [(k, t * 1e3) for k, t in task.profile.kernels]
     result["gdp_call_parts"] = _call_parts(model, on_gpu, device)
     result["gdp_call_host_profile"] = _host_profile(lambda: model(**on_gpu))
+    result["gdp_host_io_profile"] = _host_profile(lambda: model(**inputs), calls=100)
+    task = model.submit(inputs, profile=True, wait=True)
+    task.result()
+    result["gdp_host_io_phases"] = task.profile.as_dict()
     device.torch.cuda.synchronize()
     moved = parts.bytes_moved(inputs)
     result["bytes_moved"] = moved
@@ -551,6 +555,7 @@ def run_server(prepared: Path, device: Device, batch: int = 64) -> dict:
     from gdp.benchmarking import compare
 
     timings = compare(fns, runs=max(5, device.runs // 10), warmup=1)
+    result["gdp_host_io_profile"] = _host_profile(lambda: model(images[0]), calls=50)
     result["images"] = batch
     result["host_threads"] = workers
     result["timings"] = {k: _timing(t.seconds) for k, t in timings.items()}
