@@ -544,9 +544,31 @@ def run_server(prepared: Path, device: Device, batch: int = 64) -> dict:
         gdp.sync()
         return [task.result() for task in tasks]
 
+    from gdp.runtime.backends.tvm import cuda_executable
+
+    def cuda_staging_async():
+        # The same, each pageable image handed to CUDA as it is (its driver stages it).
+        cuda_executable.STAGE_PAGEABLE = False
+        try:
+            return host_arrays_async()
+        finally:
+            cuda_executable.STAGE_PAGEABLE = True
+
+    # As a server would decode into them: gdp's pinned arrays, copied to the GPU in place.
+    in_pinned = [gdp.pinned_empty(image.shape, image.dtype) for image in images]
+    for buffer, image in zip(in_pinned, images, strict=True):
+        buffer[...] = image
+
+    def pinned_async():
+        tasks = [gdp.run_async(model, image) for image in in_pinned]
+        gdp.sync()
+        return [task.result() for task in tasks]
+
     fns = {
         "gdp": through_gpu(model),
+        "gdp, gdp.pinned_empty arrays in, host arrays out (run_async)": pinned_async,
         "gdp, host arrays in and out (run_async)": host_arrays_async,
+        "gdp, host arrays in and out, CUDA's staging (run_async)": cuda_staging_async,
         "gdp, host arrays in and out (one call at a time)": lambda: [model(i) for i in images],
         "OpenCV + NumPy (host threads)": opencv_numpy,
     }

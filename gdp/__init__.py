@@ -40,6 +40,7 @@ _LAZY = {
     "compile": "gdp.api",
     "default_target": "gdp.api",
     "load": "gdp.api",
+    "pinned_empty": "gdp.api",
     "run_async": "gdp.api",
     "set_target": "gdp.api",
     "sync": "gdp.api",
@@ -49,7 +50,15 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
-    from gdp.api import compile, default_target, load, run_async, set_target, sync
+    from gdp.api import (
+        compile,
+        default_target,
+        load,
+        pinned_empty,
+        run_async,
+        set_target,
+        sync,
+    )
     from gdp.frontend.te import from_te
     from gdp.iterate import fixed_point
     from gdp.model import Model
@@ -88,6 +97,7 @@ __all__ = [
     "fixed_point",
     "from_te",
     "load",
+    "pinned_empty",
     "run_async",
     "set_target",
     "sync",

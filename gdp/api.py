@@ -119,6 +119,25 @@ def run_async(
     return model.submit(inputs, outputs, profile, block=block)
 
 
+def pinned_empty(shape: int | Sequence[int], dtype: Any = np.uint8) -> np.ndarray:
+    """An uninitialised numpy array in page-locked (pinned) host memory, for the inputs of gpu
+    models: a run copies it to the GPU straight from where it is (an input elsewhere is first
+    copied into gdp's own pinned buffer), and `run_async` overlaps that copy with the previous
+    run's kernels. A server decodes or resizes its images into such arrays and reuses them.
+    The memory is freed with the last array on it. Where no CUDA GPU is present, an ordinary
+    array (np.empty)."""
+    dims = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
+    if not all(isinstance(d, int | np.integer) and d >= 0 for d in dims):
+        raise InputError(f"pinned_empty: expected a shape of non-negative ints, got {shape!r}")
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError as err:
+        raise InputError(f"pinned_empty: {dtype!r} is not a numpy dtype: {err}") from None
+    from gdp.runtime.backends.tvm import cuda_runtime
+
+    return cuda_runtime.pinned_empty(tuple(int(d) for d in dims), dtype)
+
+
 def sync() -> None:
     """Wait for everything submitted so far; raise the first failure of this thread's runs that
     no handle has reported (another live thread's failures are left to its own `sync()`)."""

@@ -46,6 +46,7 @@ class Recording(HostRuntime):
     """HostRuntime that logs its calls."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.calls: list[tuple] = []
 
     def host_alloc(self, nbytes):
@@ -53,7 +54,7 @@ class Recording(HostRuntime):
         return super().host_alloc(nbytes)
 
     def copy(self, dst, src, nbytes, kind, stream):
-        self.calls.append(("copy", kind, stream))
+        self.calls.append(("copy", kind, stream, src))
         super().copy(dst, src, nbytes, kind, stream)
 
     def record(self, event, stream):
@@ -100,6 +101,34 @@ def test_host_arrays_are_staged_in_two_slots_and_copied_out(library):
     assert kinds == [1, 2] * len(images)  # in to the device, out to the host, every run
     # The input buffers are the executable's, never the caller's: the caller's array is intact.
     np.testing.assert_array_equal(images[0], _images(1)[0])
+
+
+def test_pinned_inputs_are_copied_from_where_they_are(library):
+    """An input in pinned memory (here: memory the runtime's host_alloc gave, as
+    gdp.pinned_empty does) goes to the device without a copy into gdp's own buffer."""
+    loaded = _executable(library)
+    image = _images(1)[0]
+    pinned = loaded.runtime.host_alloc(image.nbytes).view(image.dtype).reshape(image.shape)
+    pinned[...] = image
+    loaded.runtime.calls.clear()
+    (got,) = loaded.run([pinned])
+    np.testing.assert_allclose(got, _want(image), rtol=1e-5, atol=1e-6)
+    (copy_in,) = [c for c in loaded.runtime.named("copy") if c[1] == 1]
+    assert copy_in[3] == pinned.ctypes.data
+    assert [c[1] for c in loaded.runtime.named("host_alloc")] == [got.nbytes]  # the output's
+
+
+def test_pageable_inputs_may_go_to_cuda_as_they_are(library, monkeypatch):
+    monkeypatch.setattr(cuda_executable, "STAGE_PAGEABLE", False)
+    loaded = _executable(library)
+    image = _images(1)[0]
+    (got,) = loaded.run([image])
+    np.testing.assert_allclose(got, _want(image), rtol=1e-5, atol=1e-6)
+    (copy_in,) = [c for c in loaded.runtime.named("copy") if c[1] == 1]
+    assert copy_in[3] == image.ctypes.data
+    strided = np.asfortranarray(image)  # not C-contiguous: staged, whatever the setting
+    (got,) = loaded.run([strided])
+    np.testing.assert_allclose(got, _want(image), rtol=1e-5, atol=1e-6)
 
 
 def test_launches_overlap_and_finish_with_their_own_outputs(library):
@@ -267,3 +296,18 @@ def test_host_copies_in_parts_are_whole(shape, dtype):
     strided = np.zeros(shape[::-1], dtype).T  # not C-contiguous: one plain copy
     cuda_executable.copy_host(strided, src)
     np.testing.assert_array_equal(strided, src)
+
+
+def test_pinned_empty_is_an_array_of_the_shape_and_dtype_asked():
+    import gdp
+    from gdp.errors import InputError
+
+    array = gdp.pinned_empty((4, 5, 3), np.float32)
+    assert array.shape == (4, 5, 3) and array.dtype == np.float32 and array.flags.c_contiguous
+    array[...] = 1.5  # writable
+    assert gdp.pinned_empty(7).shape == (7,)
+    assert gdp.pinned_empty((0, 3)).size == 0
+    with pytest.raises(InputError, match="non-negative ints, got \\(3, -1\\)"):
+        gdp.pinned_empty((3, -1))
+    with pytest.raises(InputError, match="not a numpy dtype"):
+        gdp.pinned_empty(3, "pixels")

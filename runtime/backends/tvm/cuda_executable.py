@@ -56,6 +56,11 @@ def _stream(runtime, device: tvm.runtime.Device) -> int:
         return _streams[key]
 
 
+# Whether an input in pageable host memory is copied into gdp's pinned buffer by the host
+# (then to the GPU without waiting for the stream), or handed to CUDA as it is.
+STAGE_PAGEABLE = True
+
+
 class _Slot:
     """One run's staging: per input a pinned host buffer and a device tensor, per output a
     pinned host buffer (each grown to the largest size seen, never shrunk), and the event
@@ -71,26 +76,30 @@ class _Slot:
     def pinned(self, table: dict[int, np.ndarray], index: int, nbytes: int) -> np.ndarray:
         buffer = table.get(index)
         if buffer is None or buffer.nbytes < nbytes:
-            if buffer is not None:
-                del table[index]
-                self.runtime.host_free(buffer)
-            buffer = table[index] = self.runtime.host_alloc(max(nbytes, 1))
+            buffer = table[index] = self.runtime.host_alloc(nbytes)
         return buffer[:nbytes]
 
     def stage_in(self, index: int, array: np.ndarray, device, stream: int) -> tvm.runtime.Tensor:
-        """`array` copied into this slot's pinned buffer, and from there (queued on `stream`)
-        into its device tensor."""
+        """`array` copied (queued on `stream`) into this slot's device tensor: from where it
+        is when that is pinned memory (gdp.pinned_empty's, torch's pin_memory); from pageable
+        memory, through this slot's pinned buffer (the host copies it there first) where
+        STAGE_PAGEABLE, else by CUDA's own staging (the call returns once CUDA has read the
+        array, after the stream's earlier work)."""
         tensor = self.device_in.get(index)
         if tensor is None or tuple(tensor.shape) != array.shape or tensor.dtype != array.dtype:
             tensor = self.device_in[index] = tvm.runtime.empty(
                 array.shape, str(array.dtype), device
             )
-        if array.nbytes:
-            host = self.pinned(self.host_in, index, array.nbytes)
-            copy_host(host.view(array.dtype).reshape(array.shape), array)
-            self.runtime.copy(
-                tensor.data_ptr(), host.ctypes.data, array.nbytes, HOST_TO_DEVICE, stream
-            )
+        if not array.nbytes:
+            return tensor
+        source = array
+        direct = array.flags.c_contiguous and (not STAGE_PAGEABLE or self.runtime.is_pinned(array))
+        if not direct:
+            source = self.pinned(self.host_in, index, array.nbytes)
+            copy_host(source.view(array.dtype).reshape(array.shape), array)
+        self.runtime.copy(
+            tensor.data_ptr(), source.ctypes.data, array.nbytes, HOST_TO_DEVICE, stream
+        )
         return tensor
 
     def stage_out(self, index: int, tensor: tvm.runtime.Tensor, stream: int) -> np.ndarray:
@@ -105,10 +114,8 @@ class _Slot:
         return host.view(dtype).reshape(shape)
 
     def free(self) -> None:
-        for table in (self.host_in, self.host_out):
-            for buffer in table.values():
-                self.runtime.host_free(buffer)
-            table.clear()
+        self.host_in.clear()  # pinned memory is freed with its last array
+        self.host_out.clear()
         if self.done is not None:
             self.runtime.free_event(self.done)
             self.done = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import time
+import weakref
 
 import numpy as np
 
@@ -54,17 +55,30 @@ class CudaRuntime:
         return handle.value or 0
 
     def host_alloc(self, nbytes: int) -> np.ndarray:
-        """`nbytes` of pinned (page-locked) host memory as a uint8 array; freed by host_free."""
+        """`nbytes` of pinned (page-locked) host memory as a uint8 array, freed when the last
+        array on it is."""
         self._set_device()
         pointer = ctypes.c_void_p()
         self._check(
-            self.lib.cudaHostAlloc(ctypes.byref(pointer), nbytes, _HOST_ALLOC_PORTABLE),
+            self.lib.cudaHostAlloc(ctypes.byref(pointer), max(nbytes, 1), _HOST_ALLOC_PORTABLE),
             f"cudaHostAlloc of {nbytes} bytes",
         )
-        return np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(pointer.value))
+        return np.asarray(_Block(pointer.value, nbytes, self.lib.cudaFreeHost))
 
-    def host_free(self, array: np.ndarray) -> None:
-        self._check(self.lib.cudaFreeHost(ctypes.c_void_p(array.ctypes.data)), "cudaFreeHost")
+    def is_pinned(self, array: np.ndarray) -> bool:
+        """Whether `array`'s memory is page-locked host memory CUDA knows (gdp's pinned_empty,
+        torch's pin_memory): a copy from it needs no staging."""
+        first = array.ctypes.data
+        last = first + max(array.nbytes - 1, 0)
+        return all(self._memory_type(p) == _MEMORY_TYPE_HOST for p in (first, last))
+
+    def _memory_type(self, pointer: int) -> int:
+        attributes = _PointerAttributes()
+        status = self.lib.cudaPointerGetAttributes(ctypes.byref(attributes), pointer)
+        if status != 0:
+            self.lib.cudaGetLastError()  # an unknown pointer is an answer, not a failure
+            return 0
+        return attributes.type
 
     def copy(self, dst: int, src: int, nbytes: int, kind: int, stream: int) -> None:
         """Queue a copy on `stream`; from or to pinned memory it does not wait for it."""
@@ -115,6 +129,32 @@ class CudaRuntime:
         return ms.value / 1e3
 
 
+# cudaMemoryTypeHost: page-locked host memory.
+_MEMORY_TYPE_HOST = 1
+
+
+class _PointerAttributes(ctypes.Structure):
+    _fields_ = [
+        ("type", ctypes.c_int),
+        ("device", ctypes.c_int),
+        ("devicePointer", ctypes.c_void_p),
+        ("hostPointer", ctypes.c_void_p),
+    ]
+
+
+class _Block:
+    """Pinned memory that numpy arrays are made on (their base): freed with the last of them."""
+
+    def __init__(self, pointer: int, nbytes: int, free) -> None:
+        self.__array_interface__ = {
+            "data": (pointer, False),
+            "shape": (nbytes,),
+            "typestr": "|u1",
+            "version": 3,
+        }
+        weakref.finalize(self, free, ctypes.c_void_p(pointer))
+
+
 class HostRuntime:
     """CudaRuntime's calls on host memory: the device computes synchronously, so a copy is done
     when queued and an event's time is the clock's when it is recorded."""
@@ -122,11 +162,21 @@ class HostRuntime:
     def stream(self) -> int:
         return 0
 
-    def host_alloc(self, nbytes: int) -> np.ndarray:
-        return np.empty(nbytes, np.uint8)
+    def __init__(self) -> None:
+        self._blocks: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
-    def host_free(self, array: np.ndarray) -> None:
-        pass
+    def host_alloc(self, nbytes: int) -> np.ndarray:
+        block = np.empty(max(nbytes, 1), np.uint8)
+        self._blocks[block.ctypes.data] = block
+        return block[:nbytes]
+
+    def is_pinned(self, array: np.ndarray) -> bool:
+        """Whether `array` lies in memory host_alloc gave (what stands for pinned here)."""
+        start, end = array.ctypes.data, array.ctypes.data + array.nbytes
+        return any(
+            base <= start and end <= base + block.nbytes
+            for base, block in list(self._blocks.items())
+        )
 
     def copy(self, dst: int, src: int, nbytes: int, kind: int, stream: int) -> None:
         ctypes.memmove(dst, src, nbytes)
@@ -148,6 +198,29 @@ class HostRuntime:
 
     def elapsed_s(self, start: list[float], end: list[float]) -> float:
         return end[0] - start[0]
+
+
+def pinned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """gdp.pinned_empty: page-locked where a CUDA GPU is present, else np.empty."""
+    runtime = _present_gpu_runtime()
+    if runtime is None:
+        return np.empty(shape, dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    return runtime.host_alloc(nbytes).view(dtype).reshape(shape)
+
+
+@functools.cache
+def _present_gpu_runtime() -> CudaRuntime | None:
+    """CUDA's runtime for GPU 0, where TVM's CUDA runtime loads and sees a GPU; else None."""
+    import tvm
+
+    from gdp.runtime.backends.tvm import cuda
+
+    try:
+        cuda.load_cuda_runtime()
+    except ExecutionError:
+        return None
+    return CudaRuntime(0) if tvm.cuda().exist else None
 
 
 @functools.cache
@@ -173,6 +246,11 @@ def _libcudart() -> ctypes.CDLL:
         "cudaStreamCreateWithFlags": ([ctypes.POINTER(pointer), ctypes.c_uint], ctypes.c_int),
         "cudaHostAlloc": ([ctypes.POINTER(pointer), size, ctypes.c_uint], ctypes.c_int),
         "cudaFreeHost": ([pointer], ctypes.c_int),
+        "cudaGetLastError": ([], ctypes.c_int),
+        "cudaPointerGetAttributes": (
+            [ctypes.POINTER(_PointerAttributes), pointer],
+            ctypes.c_int,
+        ),
         "cudaMemcpyAsync": ([pointer, pointer, size, ctypes.c_int, pointer], ctypes.c_int),
         "cudaEventCreateWithFlags": ([ctypes.POINTER(pointer), ctypes.c_uint], ctypes.c_int),
         "cudaEventDestroy": ([pointer], ctypes.c_int),
