@@ -364,6 +364,35 @@ def _call_parts(model, on_gpu: dict, device: Device, runs: int = 200) -> dict:
     return found
 
 
+def _kernel_alone(model, on_gpu: dict, kernels: list, device: Device, launches: int = 200):
+    """Milliseconds per launch of a one-kernel program's kernel, launched back to back from
+    its library (each launch queues faster than the kernel runs, so this is the GPU's time;
+    the profile's events also hold the gap while the host launches); None for programs of
+    several kernels."""
+    import tvm_ffi
+
+    if len(kernels) != 1:
+        return None
+    torch = device.torch
+    executable = model._last.executable
+    kernel = executable.library.get_function(kernels[0][0], True)
+    if kernel is None:
+        return None
+    outs = model(**on_gpu)
+    outs = list(outs.values()) if isinstance(outs, dict) else [outs]
+    args = [tvm_ffi.from_dlpack(on_gpu[n]) for n in model.input_names]
+    args += [tvm_ffi.from_dlpack(o) for o in outs]
+    kernel(*args)
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(launches):
+        kernel(*args)
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / launches
+
+
 def _host_profile(fn, calls: int = 300, lines: int = 18) -> str:
     """cProfile's busiest functions (own time) over `calls` calls of `fn`: where a call's host
     time goes, for the next change."""
@@ -452,6 +481,10 @@ def run_workload(name: str, prepared: Path, device: Device, roofline: float) -> 
     result["gdp_kernels"] = _timing(kernel_s)
     result["gdp_kernel_list"] = [(k, t * 1e3) for k, t in task.profile.kernels]
     result["gdp_call_parts"] = _call_parts(model, on_gpu, device)
+    try:
+        result["gdp_kernel_alone_ms"] = _kernel_alone(model, on_gpu, task.profile.kernels, device)
+    except Exception as err:  # a kernel whose arguments are not the program's own
+        result["gdp_kernel_alone_ms"] = f"{type(err).__name__}: {str(err)[:200]}"
     result["gdp_call_host_profile"] = _host_profile(lambda: model(**on_gpu))
     result["gdp_host_io_profile"] = _host_profile(lambda: model(**inputs), calls=100)
     task = model.submit(inputs, profile=True, wait=True)
@@ -691,11 +724,14 @@ def report(source: Path, results: Path) -> None:
         "",
         "Milliseconds per call, median (min-max), each call ending when the GPU is idle. `gdp`"
         " is a call of the loaded model on torch.cuda tensors, returning torch.cuda tensors;"
-        " `kernels` is the sum of its kernels' times (profile=True: CUDA events); the roofline is"
-        " the workload's least bytes moved at the device-copy bandwidth.",
+        " `kernels` is the sum of its kernels' times (profile=True: CUDA events, which also hold"
+        " the host's launch gaps); `kernel alone` is a one-kernel program's kernel launched back"
+        " to back (the GPU's own time); the roofline is the workload's least bytes moved at the"
+        " device-copy bandwidth.",
         "",
-        "| workload | check | gdp | gdp kernels | roofline | best peer | peer | gdp speedup |",
-        "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: |",
+        "| workload | check | gdp | gdp kernels | kernel alone | roofline | best peer | peer |"
+        " gdp speedup |",
+        "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |",
     ]
     for w in data["workloads"]:
         timings = w["on_device"]
@@ -703,9 +739,11 @@ def report(source: Path, results: Path) -> None:
         best = min(peers, key=lambda k: peers[k]["median_ms"]) if peers else None
         speed = f"{peers[best]['median_ms'] / timings['gdp']['median_ms']:.2f}x" if best else "-"
         roof = f"{w['roofline_ms']:.3f}" if w.get("roofline_ms") else "-"
+        alone = w.get("gdp_kernel_alone_ms")
+        alone = f"{alone:.4f}" if isinstance(alone, float) else "-"
         lines.append(
             f"| {w['name']} | {'ok' if w['check'] is None else 'FAIL'} | {_cell(timings['gdp'])}"
-            f" | {_cell(w['gdp_kernels'])} | {roof} | {best or '-'} |"
+            f" | {_cell(w['gdp_kernels'])} | {alone} | {roof} | {best or '-'} |"
             f" {_cell(peers.get(best))} | {speed} |"
         )
     lines += [
