@@ -134,11 +134,14 @@ _MEMORY_TYPE_HOST = 1
 
 
 class _PointerAttributes(ctypes.Structure):
+    # cudaPointerAttributes; CUDA 13 appends reserved words (the first run without them
+    # crashed the process: CUDA wrote past the end), so room is kept for more than it has.
     _fields_ = [
         ("type", ctypes.c_int),
         ("device", ctypes.c_int),
         ("devicePointer", ctypes.c_void_p),
         ("hostPointer", ctypes.c_void_p),
+        ("reserved", ctypes.c_long * 32),
     ]
 
 
