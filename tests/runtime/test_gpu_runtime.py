@@ -88,7 +88,8 @@ def _want(image: np.ndarray) -> np.ndarray:
     return tone.peer(rgb=image)["mapped"]
 
 
-def test_host_arrays_are_staged_in_two_slots_and_copied_out(library):
+def test_host_arrays_are_staged_in_two_slots_and_copied_out(library, monkeypatch):
+    monkeypatch.setattr(cuda_executable, "STAGE_PAGEABLE", True)
     loaded = _executable(library)
     images = _images(5)
     for image in images:
@@ -118,8 +119,8 @@ def test_pinned_inputs_are_copied_from_where_they_are(library):
     assert [c[1] for c in loaded.runtime.named("host_alloc")] == [got.nbytes]  # the output's
 
 
-def test_pageable_inputs_may_go_to_cuda_as_they_are(library, monkeypatch):
-    monkeypatch.setattr(cuda_executable, "STAGE_PAGEABLE", False)
+def test_pageable_inputs_go_to_cuda_as_they_are_by_default(library):
+    assert cuda_executable.STAGE_PAGEABLE is False
     loaded = _executable(library)
     image = _images(1)[0]
     (got,) = loaded.run([image])
@@ -131,9 +132,11 @@ def test_pageable_inputs_may_go_to_cuda_as_they_are(library, monkeypatch):
     np.testing.assert_allclose(got, _want(image), rtol=1e-5, atol=1e-6)
 
 
-def test_launches_overlap_and_finish_with_their_own_outputs(library):
+@pytest.mark.parametrize("staged", [False, True])
+def test_launches_overlap_and_finish_with_their_own_outputs(library, monkeypatch, staged):
     """Two launches outstanding (the worker's and run_many's pattern): each finish returns
     its own run's outputs, though the other slot was filled after it."""
+    monkeypatch.setattr(cuda_executable, "STAGE_PAGEABLE", staged)
     loaded = _executable(library)
     a, b, c = _images(3)
     finish_a = loaded.launch([a])

@@ -6,7 +6,8 @@
   torch or CuPy queued on their default streams before a run is done before its kernels read
   it, and their work queued after a run waits for it. A torch.cuda tensor or CuPy array made
   on another stream of theirs is handed over with events both ways.
-- **Host arrays** are copied into pinned host buffers, then to the device asynchronously;
+- **Host arrays** go to the device asynchronously: from where they are when in pinned memory
+  (gdp.pinned_empty), else through CUDA's staging (or gdp's pinned buffers: STAGE_PAGEABLE);
   outputs come back through pinned buffers. Each executable keeps two slots of such buffers:
   `launch()` queues one run's copies and kernels and returns at once, and its `finish()` waits
   for it. The target's worker launches the next queued run before it finishes the previous one,
@@ -57,8 +58,10 @@ def _stream(runtime, device: tvm.runtime.Device) -> int:
 
 
 # Whether an input in pageable host memory is copied into gdp's pinned buffer by the host
-# (then to the GPU without waiting for the stream), or handed to CUDA as it is.
-STAGE_PAGEABLE = True
+# (then to the GPU without waiting for the stream's earlier work), or handed to CUDA as it is
+# (its driver stages it, after that work). On the H200 machine the driver was faster: 64 1080p
+# photos through run_async took 51 ms against 61 ms (benchmarks/results/gpu.md).
+STAGE_PAGEABLE = False
 
 
 class _Slot:
