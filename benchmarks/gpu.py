@@ -770,7 +770,9 @@ def report(source: Path, results: Path) -> None:
     lines += [
         "",
         "Where a gdp call's time goes on the host (microseconds per call, not waiting for the"
-        " GPU; `gdp_call_parts` in gpu.json), and its kernels (ms, `gdp_kernel_list`):",
+        " GPU; `gdp_call_parts` in gpu.json), and its kernels (ms, `gdp_kernel_list`; CUDA"
+        " events, with the host's launch gaps). `torch.from_dlpack(out)` is torch's public"
+        " conversion of one output, for scale: gdp hands torch a DLPack capsule instead.",
         "",
         "| workload | model call | input checks | executable.run | VM main |"
         " torch.from_dlpack(out) | kernels |",
@@ -821,7 +823,8 @@ def report(source: Path, results: Path) -> None:
                 )
                 or "not run"
             )
-            + f". OpenCV + NumPy runs one image per thread on {s['host_threads']} host threads.",
+            + f". OpenCV + NumPy runs one image per thread on {s['host_threads']} host threads."
+            + (f" {data['server_note']}" if data.get("server_note") else ""),
             "",
             "| peer | ms per batch | images/s | vs OpenCV + NumPy |",
             "| --- | ---: | ---: | ---: |",

@@ -59,8 +59,9 @@ def _stream(runtime, device: tvm.runtime.Device) -> int:
 
 # Whether an input in pageable host memory is copied into gdp's pinned buffer by the host
 # (then to the GPU without waiting for the stream's earlier work), or handed to CUDA as it is
-# (its driver stages it, after that work). On the H200 machine the driver was faster: 64 1080p
-# photos through run_async took 51 ms against 61 ms (benchmarks/results/gpu.md).
+# (its driver stages it, after that work). On the H200 machine 64 1080p photos through
+# run_async took 51 and 57 ms the driver's way, 61 and 57 ms gdp's, in two runs; both are
+# bound by that host's copies (about 7 GB/s), so the simpler way is the default.
 STAGE_PAGEABLE = False
 
 
