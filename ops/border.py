@@ -134,7 +134,7 @@ def pad_any_size(
 ) -> tf.Tensor:
     """`pad` for an image of any size larger than the padding (its static size may be unknown:
     a shape-generic program), with `value` the constant border's pixel (a number, or one per
-    channel as border_value gives it). BORDER_WRAP is refused.
+    channel as border_value gives it).
 
     BORDER_REFLECT_101 (OpenCV's default) and BORDER_CONSTANT with one value are TF's own pads
     (ONNX Pad reflect and constant): TVM computes them inside the stencil that reads them, where
@@ -145,8 +145,6 @@ def pad_any_size(
     its input's extents are known expressions, and after some ops (cvtColor's gray) they are
     not; the slices take any."""
     border &= ~BORDER_ISOLATED
-    if border == BORDER_WRAP:
-        raise ValueError("pad: BORDER_WRAP needs static sizes")
     values = np.unique(np.ravel(value))
     if (border == BORDER_REFLECT_101 or (border == BORDER_CONSTANT and values.size == 1)) and (
         _from_graph_input(image)
@@ -177,7 +175,8 @@ def along(x: tf.Tensor, axis: int, part: slice) -> tf.Tensor:
 
 def _pad_axis_any_size(x: tf.Tensor, axis: int, before: int, after: int, border: int, value):
     """_pad_axis for an axis of any length L > before, after (its static size may be unknown):
-    the same slices, taken from the ends of the axis."""
+    the same slices, taken from the ends of the axis (BORDER_WRAP's too: for such an L it
+    wraps once)."""
     if not before and not after:
         return x
     if border == BORDER_CONSTANT:
@@ -206,6 +205,9 @@ def _pad_axis_any_size(x: tf.Tensor, axis: int, before: int, after: int, border:
         if border == BORDER_REFLECT:  # x[k-1] .. x[0] | x | x[L-1] .. x[L-k]
             head = [line(i) for i in range(before - 1, -1, -1)]
             tail = [line(-1 - i) for i in range(after)]
+        elif border == BORDER_WRAP:  # x[L-k] .. x[L-1] | x | x[0] .. x[k-1]
+            head = [line(i) for i in range(-before, 0)]
+            tail = [line(i) for i in range(after)]
         else:  # BORDER_REFLECT_101: x[k] .. x[1] | x | x[L-2] .. x[L-1-k]
             head = [line(i) for i in range(before, 0, -1)]
             tail = [line(-2 - i) for i in range(after)]

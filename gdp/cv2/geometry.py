@@ -50,10 +50,9 @@ def copyMakeBorder(src, top, bottom, left, right, borderType, dst=None, value=No
         border=border,
         value=scalar,
     )
-    # One program for every image larger than its borders (gdp.ops.border.pad_any_size), but
-    # for BORDER_WRAP, whose slices need the size.
+    # One program for every image larger than its borders (gdp.ops.border.pad_any_size).
     h, w = src.shape[:2]
-    free = border != _cv2.BORDER_WRAP and h > max(top, bottom) and w > max(left, right)
+    free = h > max(top, bottom) and w > max(left, right)
     return engine.call("copyMakeBorder", _pad, [src], params, dst, free=free)
 
 

@@ -1,11 +1,11 @@
 """Functions whose gdp.cv2 program used to be compiled per image size now serve every size from
 one program (issue 19): resize and dnn.blobFromImage (the interpolation tables run-time inputs),
 erode, dilate, morphologyEx, medianBlur, Canny on gray images and copyMakeBorder (borders padded
-for any size), equalizeHist and Otsu (normalised by the histogram's own sum), mean and
-meanStdDev (the pixel count from the run's shape), cvtColor to HSV, minMaxLoc (ArgMin and
-ArgMax), uint8 addWeighted (its two operands one size in the program). Each size is checked
-against OpenCV; the sizes are random, so that they move the generic kernels' strip and vector
-boundaries. A size called often still gets a program of its own (resize)."""
+for any size, BORDER_WRAP's too), equalizeHist and Otsu (normalised by the histogram's own
+sum), mean and meanStdDev (the pixel count from the run's shape), cvtColor to HSV, minMaxLoc
+(ArgMin and ArgMax), uint8 addWeighted (its two operands one size in the program). Each size is
+checked against OpenCV; the sizes are random, so that they move the generic kernels' strip and
+vector boundaries. A size called often still gets a program of its own (resize)."""
 
 import threading
 
@@ -219,6 +219,12 @@ def test_one_blob_program_serves_every_size(name, call, scale):
 
 OTHERS = [
     ("copyMakeBorder reflect", lambda m, x: m.copyMakeBorder(x, 3, 4, 5, 6, m.BORDER_REFLECT)),
+    # Wraps once for any image larger than its borders (the 20-pixel one here, at most).
+    ("copyMakeBorder wrap", lambda m, x: m.copyMakeBorder(x, 20, 1, 0, 19, m.BORDER_WRAP)),
+    (
+        "copyMakeBorder wrap gray",
+        lambda m, x: m.copyMakeBorder(x[:, :, 1], 2, 3, 4, 5, m.BORDER_WRAP | 16),
+    ),
     (
         "copyMakeBorder constant",
         lambda m, x: m.copyMakeBorder(x, 2, 0, 7, 1, m.BORDER_CONSTANT, value=(9, 8, 7)),
@@ -279,3 +285,14 @@ def test_a_replicated_border_is_computed_inside_its_stencil():
     (model,) = engine._programs.values()
     assert model.report()["shapes"] == [{"src0": (None, None, 3)}]
     assert model.report()["kernels"] <= 2
+
+
+def test_a_wrap_wider_than_the_image_wraps_again():
+    # Borders past the image's own size take a program of that size, which wraps as often as
+    # OpenCV does.
+    image = _photo(5, 7)
+    for top, bottom, left, right in ((12, 3, 9, 20), (5, 5, 7, 7), (0, 11, 0, 0)):
+        np.testing.assert_array_equal(
+            cv2.copyMakeBorder(image, top, bottom, left, right, cv2.BORDER_WRAP),
+            real.copyMakeBorder(image, top, bottom, left, right, real.BORDER_WRAP),
+        )
