@@ -619,6 +619,8 @@ def _morph_call(func, dilate, src, kernel, dst, anchor, iterations, borderType, 
     if not _takes(src):
         raise common.NotAccelerated(f"{src.dtype} is not accelerated")
     params = _morph_params(func, kernel, anchor, iterations, borderType, borderValue)
+    if _in_steps(src, params, None):
+        return common.finish(_morph_steps(src, params, [dilate] * params["iterations"]), dst)
     free = _morph_free(src, params)
     args = (func, _morph, [src], dict(params, dilate=dilate), dst)
     return engine.call(*args, free=free, sized=_morph_runs(params))
@@ -637,13 +639,63 @@ def _morph_runs(params: dict) -> bool:
     return np.count_nonzero(params["kernel"]) > kernels.LOOP_TAPS_2D
 
 
+def _in_steps(src, params: dict, op: int | None) -> bool:
+    """Whether an eager morphology runs as single applications, each its own program for
+    every size (_morph_steps): a kernel over LOOP_TAPS_2D taps, at most FREE_TAPS on a side,
+    applied to its own result (iterations, or morphologyEx's open, close, top hat and black
+    hat), on an image larger than the kernel. As one program it compiles per size
+    (_morph_free)."""
+    if engine.is_graph_call(src):
+        return False
+    kernel = np.asarray(params["kernel"])
+    kh, kw = kernel.shape
+    stacked = params["iterations"] > 1 or op in _STACKED
+    return (
+        stacked
+        and _fits(src, kw, kh)
+        and np.count_nonzero(kernel) > kernels.LOOP_TAPS_2D
+        and max(kh, kw) <= kernels.FREE_TAPS
+    )
+
+
+def _morph_steps(src: np.ndarray, params: dict, dilations: list[bool]) -> np.ndarray:
+    """`src` eroded or dilated once per entry of `dilations`, in turn, each through the
+    program of erode's or dilate's single application (shared with those calls): what
+    OpenCV's morphologyEx and iterations do, one whole image after another. One pass more
+    over memory than a single program, no compile for a new size."""
+    single = dict(params, iterations=1)
+    out = src
+    for dilate in dilations:
+        name = "dilate" if dilate else "erode"
+        step = dict(single, dilate=dilate)
+        out = engine.call(name, _morph, [out], step, None, free=True, sized=True)
+    return out
+
+
+def _morph_ex_steps(src: np.ndarray, params: dict, op: int) -> np.ndarray:
+    n = params["iterations"]
+    if op in (_cv2.MORPH_ERODE, _cv2.MORPH_DILATE):
+        return _morph_steps(src, params, [op == _cv2.MORPH_DILATE] * n)
+    if op == _cv2.MORPH_GRADIENT:  # the two side by side, each `iterations` times
+        dilated = _morph_steps(src, params, [True] * n)
+        return _cv2.subtract(dilated, _morph_steps(src, params, [False] * n))
+    opening = op in (_cv2.MORPH_OPEN, _cv2.MORPH_TOPHAT)
+    # Open: erode, then dilate; close: the other way round; each `iterations` times.
+    stacked = _morph_steps(src, params, [not opening] * n + [opening] * n)
+    if op == _cv2.MORPH_TOPHAT:
+        return _cv2.subtract(src, stacked)  # OpenCV's saturating difference, as its own
+    if op == _cv2.MORPH_BLACKHAT:
+        return _cv2.subtract(stacked, src)
+    return stacked
+
+
 def _morph_free(src, params: dict, op: int | None = None) -> bool:
     """Whether one program serves every size: an image larger than the kernel, and a kernel of
     at most LOOP_TAPS_2D taps, or at most FREE_TAPS on a side (its runs' window extremes:
     gdp.ops.filters.morphology_runs) applied once. Such a kernel applied to its own result (an
-    opening, iterations) takes one program per size: for run-time extents TVM's lowering of the
-    second stage's border, a concat around the first stage's runs, took minutes (a 21x21 opening:
-    6 min; of static sizes 5 s)."""
+    opening, iterations) in one program takes one per size: for run-time extents TVM's lowering
+    of the second stage's border, a concat around the first stage's runs, took minutes (a 21x21
+    opening: 6 min; of static sizes 5 s). Eager calls run it in steps instead (_in_steps)."""
     kernel = np.asarray(params["kernel"])
     kh, kw = kernel.shape
     if not _fits(src, kw, kh):
@@ -740,6 +792,8 @@ def morphologyEx(
     if op not in ops or not _takes(src):
         raise common.NotAccelerated(f"op {op} / {src.dtype} is not accelerated")
     params = _morph_params("morphologyEx", kernel, anchor, iterations, borderType, borderValue)
+    if _in_steps(src, params, int(op)):
+        return common.finish(_morph_ex_steps(src, params, int(op)), dst)
     free = _morph_free(src, params, int(op))
     args = ("morphologyEx", _morph_ex, [src], dict(params, op=int(op)), dst)
     return engine.call(*args, free=free, sized=_morph_runs(params))

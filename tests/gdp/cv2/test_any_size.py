@@ -296,3 +296,33 @@ def test_a_wrap_wider_than_the_image_wraps_again():
             cv2.copyMakeBorder(image, top, bottom, left, right, cv2.BORDER_WRAP),
             real.copyMakeBorder(image, top, bottom, left, right, real.BORDER_WRAP),
         )
+
+
+STACKED = [
+    ("open", lambda m, x: m.morphologyEx(x, m.MORPH_OPEN, ELLIPSE_21)),
+    ("close", lambda m, x: m.morphologyEx(x, m.MORPH_CLOSE, ELLIPSE_21)),
+    ("top hat", lambda m, x: m.morphologyEx(x, m.MORPH_TOPHAT, ELLIPSE_21)),
+    ("black hat", lambda m, x: m.morphologyEx(x, m.MORPH_BLACKHAT, ELLIPSE_21)),
+    ("gradient x2", lambda m, x: m.morphologyEx(x, m.MORPH_GRADIENT, ELLIPSE_21, iterations=2)),
+    ("erode x2", lambda m, x: m.erode(x, ELLIPSE_21, iterations=2)),
+    ("open x2", lambda m, x: m.morphologyEx(x, m.MORPH_OPEN, ELLIPSE_21, iterations=2)),
+    ("dilate x3 reflect", lambda m, x: m.dilate(x, ELLIPSE_21, iterations=3, borderType=2)),
+]
+
+
+def test_a_large_morphology_on_its_own_result_serves_every_size():
+    """Over 25 taps, applied to its own result: single applications in turn, through erode's
+    and dilate's programs, as OpenCV applies them. The programs are per border and channel
+    count (three here: erode and dilate for the default border, dilate for another), never
+    per size."""
+    cv2.clear_cache()
+    images = [_photo(h, w) for h, w in _sizes(4, seed=8, low=30, high=90)]
+
+    def run():
+        for name, call in STACKED:
+            for image in images:
+                np.testing.assert_array_equal(
+                    call(cv2, image), call(real, image), err_msg=f"{name} {image.shape}"
+                )
+
+    assert _compilations(run) == 3
