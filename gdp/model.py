@@ -913,9 +913,15 @@ class _Run:
     def __call__(self) -> dict[str, np.ndarray]:
         return self._deliver(self.spec.executable.run(self.arrays, self.profile))
 
+    @property
+    def asynchronous(self) -> bool:
+        """Whether launch() returns before the device is done (queue.Worker then launches the
+        next queued run before it finishes this one)."""
+        return self.spec.executable.launches_asynchronously
+
     def launch(self) -> Callable[[], dict[str, np.ndarray]]:
-        """Start the run on the executable (queue.Worker finishes it after launching the next
-        queued run): the function that waits for it and delivers its outputs."""
+        """Start the run on the executable: the function that waits for it and delivers its
+        outputs."""
         finish = self.spec.executable.launch(self.arrays, self.profile)
         return lambda: self._deliver(finish())
 

@@ -198,10 +198,10 @@ class Worker:
         return task.result()
 
     def _loop(self) -> None:
-        # A run that can be launched (its device computes asynchronously: the gpu) is finished
-        # only after the next queued run is launched, so that the next run's host work overlaps
-        # its copies and kernels; with nothing queued it is finished at once. Runs still
-        # finish, and their tasks end, in the order they were submitted.
+        # A run that launches asynchronously (its device computes on its own: the gpu) is
+        # finished only after the next queued run is launched, so that the next run's host
+        # work overlaps its copies and kernels; with nothing queued it is finished at once.
+        # Runs still finish, and their tasks end, in the order they were submitted.
         launched = None  # (finish, task) of a run whose device work may still be going on
         while True:
             if launched is None:
@@ -227,9 +227,10 @@ class Worker:
             self._unfinished -= 1
 
     def _launch(self, fn: Callable[[], Any], task: Task) -> tuple | None:
-        """Start `fn` through its `launch()` where it has one: (finish, task) to execute later.
-        Else (or where launching failed) run it to its end now: None."""
-        launch = getattr(fn, "launch", None)
+        """Start `fn` through its `launch()` where it runs asynchronously (`fn.asynchronous`):
+        (finish, task) to execute later. Else (or where launching failed) run it to its end
+        now: None."""
+        launch = getattr(fn, "launch", None) if getattr(fn, "asynchronous", False) else None
         if launch is None:
             self._execute(fn, task)
             return None

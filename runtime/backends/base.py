@@ -31,13 +31,18 @@ class Executable(ABC):
         With a profile, fill its host phases (copy in, execute, copy out) and kernel times.
         """
 
+    # Whether launch() returns before the device is done (the gpu): only then does the
+    # target's worker launch the next run before finishing this one. A synchronous run is
+    # finished at once, so that its task ends without waiting for the next run.
+    launches_asynchronously = False
+
     def launch(
         self, inputs: list[np.ndarray], profile: Profile | None = None
     ) -> Callable[[], list[np.ndarray]]:
         """Start a run and return the function that waits for it and returns run()'s value. A
         backend whose device computes asynchronously returns before the device is done, so
-        that the next run's host work overlaps this one (the target's worker finishes a run
-        after launching the next); here the run is done when launch returns."""
+        that the next run's host work overlaps this one; here the run is done when launch
+        returns."""
         outputs = self.run(inputs, profile)
         return lambda: outputs
 

@@ -231,6 +231,8 @@ def test_default_stream_device_arrays_need_no_hand_over(library):
 
 
 class _Launchable:
+    asynchronous = True
+
     def __init__(self, name, log, fail=None):
         self.name, self.log, self.fail = name, log, fail
 
@@ -314,3 +316,20 @@ def test_pinned_empty_is_an_array_of_the_shape_and_dtype_asked():
         gdp.pinned_empty((3, -1))
     with pytest.raises(InputError, match="not a numpy dtype"):
         gdp.pinned_empty(3, "pixels")
+
+
+def test_a_synchronous_run_ends_without_waiting_for_the_next():
+    """A run whose launch computes it to the end (the cpu's) is finished at once: its task
+    does not wait for the next queued run."""
+    worker = queue.Worker("test-synchronous")
+    log: list[str] = []
+    gate = threading.Event()
+    blocker = worker.submit(gate.wait, queue.Task())
+    runs = [_Launchable("a", log), _Launchable("b", log)]
+    for run in runs:
+        run.asynchronous = False
+    tasks = [worker.submit(run, queue.Task()) for run in runs]
+    gate.set()
+    assert blocker.result(timeout=10) is True
+    assert [t.result(timeout=10) for t in tasks] == ["a", "b"]
+    assert log == ["launch a", "finish a", "launch b", "finish b"]

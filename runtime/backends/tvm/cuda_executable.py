@@ -134,6 +134,7 @@ class CudaExecutable(TvmExecutable):
         self.zero_copy_inputs = False  # host arrays are staged (pinned), never read in place
         on_cuda = device.dlpack_device_type() != _DLPACK_CPU
         self.runtime = CudaRuntime(device.index) if on_cuda else HostRuntime()
+        self.launches_asynchronously = on_cuda
         self.stream = _stream(self.runtime, device)
         # Two slots: a run's buffers are refilled two launches later, after its finish().
         self._slots = [_Slot(self.runtime), _Slot(self.runtime)]
