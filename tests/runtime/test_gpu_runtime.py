@@ -333,3 +333,41 @@ def test_a_synchronous_run_ends_without_waiting_for_the_next():
     assert blocker.result(timeout=10) is True
     assert [t.result(timeout=10) for t in tasks] == ["a", "b"]
     assert log == ["launch a", "finish a", "launch b", "finish b"]
+
+
+@pytest.fixture(scope="module")
+def two_inputs(tmp_path_factory):
+    """a * 2 + b over (64, 96) float32, compiled for the cpu: (library path, meta)."""
+    import tensorflow as tf
+
+    @tf.function(
+        input_signature=[tf.TensorSpec([64, 96], tf.float32), tf.TensorSpec([64, 96], tf.float32)]
+    )
+    def program(a, b):
+        return a * 2.0 + b
+
+    out = tmp_path_factory.mktemp("two")
+    graph = convert(program, None)[0]
+    backend = get_backend("tvm-llvm")
+    prepared = pipeline.prepare(
+        graph, None, backend.required_rewrites, False, None, None, IR_VERSION
+    )
+    return out / LIBRARY, backend.compile(prepared.graph, out, {}, None)
+
+
+def test_host_inputs_beside_device_ones_keep_their_slot_until_copied(two_inputs, monkeypatch):
+    """A run given a device array returns without waiting for the GPU; a host input staged
+    beside it in the slot's pinned buffer is waited for before that slot is filled again."""
+    monkeypatch.setattr(cuda_executable, "STAGE_PAGEABLE", True)
+    loaded = _executable(two_inputs)
+    rng = np.random.default_rng(9)
+    a = rng.random((64, 96), dtype=np.float32)
+    device_a = tvm_ffi.from_dlpack(a)
+    waits = []
+    for _ in range(4):  # slots 0, 1, 0, 1
+        b = rng.random((64, 96), dtype=np.float32)
+        (got,) = loaded.run([device_a, b])
+        np.testing.assert_allclose(np.from_dlpack(got), a * 2 + b, rtol=1e-6)
+        waits.append(len(loaded.runtime.named("wait")))
+    # Slots 0 and 1 were first filled without waiting; refilled, each waited once.
+    assert waits == [0, 0, 1, 2]

@@ -76,6 +76,12 @@ class _Slot:
         self.device_in: dict[int, tvm.runtime.Tensor] = {}
         self.host_out: dict[int, np.ndarray] = {}
         self.done = None
+        self.unfinished = False  # `done` recorded by a run whose finish does not wait for it
+
+    def record_done(self, runtime, stream: int) -> None:
+        if self.done is None:
+            self.done = runtime.event()
+        runtime.record(self.done, stream)
 
     def pinned(self, table: dict[int, np.ndarray], index: int, nbytes: int) -> np.ndarray:
         buffer = table.get(index)
@@ -173,6 +179,9 @@ class CudaExecutable(TvmExecutable):
         runtime, stream = self.runtime, self.stream
         slot = self._slots[self._turn]
         self._turn ^= 1
+        if slot.unfinished:  # a run on device arrays that staged host ones, never waited for
+            runtime.wait(slot.done)
+            slot.unfinished = False
         example = next((x for x in inputs if not isinstance(x, np.ndarray)), None)
         marks = _Marks(runtime, stream) if profile is not None else None
         if marks:
@@ -203,14 +212,17 @@ class CudaExecutable(TvmExecutable):
             if producer:
                 _handover(runtime, stream, producer)
             outputs = [_like(t, example) for t in tensors]
+            if any(isinstance(x, np.ndarray) for x in inputs):
+                # Host inputs beside device ones went through this slot: its buffers are
+                # refilled only once their copies are done.
+                slot.record_done(runtime, stream)
+                slot.unfinished = True
             if marks is None:
                 return lambda: outputs
             marks.record("out")
             return lambda: self._profiled(marks, profile, outputs, 0.0)
         staged = [slot.stage_out(j, t, stream) for j, t in enumerate(tensors)]
-        if slot.done is None:
-            slot.done = runtime.event()
-        runtime.record(slot.done, stream)
+        slot.record_done(runtime, stream)
         if marks:
             marks.record("out")
 
