@@ -355,9 +355,10 @@ def two_inputs(tmp_path_factory):
     return out / LIBRARY, backend.compile(prepared.graph, out, {}, None)
 
 
-def test_host_inputs_beside_device_ones_keep_their_slot_until_copied(two_inputs, monkeypatch):
-    """A run given a device array returns without waiting for the GPU; a host input staged
-    beside it in the slot's pinned buffer is waited for before that slot is filled again."""
+def test_host_inputs_beside_device_ones_are_copied_before_the_call_returns(two_inputs, monkeypatch):
+    """A run given a device array returns without waiting for the GPU, but a host input
+    beside it (copied from the caller's memory or the slot's pinned buffer) is waited for
+    before the call returns: the caller may change it then, and the slot is refilled."""
     monkeypatch.setattr(cuda_executable, "STAGE_PAGEABLE", True)
     loaded = _executable(two_inputs)
     rng = np.random.default_rng(9)
@@ -369,5 +370,6 @@ def test_host_inputs_beside_device_ones_keep_their_slot_until_copied(two_inputs,
         (got,) = loaded.run([device_a, b])
         np.testing.assert_allclose(np.from_dlpack(got), a * 2 + b, rtol=1e-6)
         waits.append(len(loaded.runtime.named("wait")))
-    # Slots 0 and 1 were first filled without waiting; refilled, each waited once.
-    assert waits == [0, 0, 1, 2]
+    assert waits == [1, 2, 3, 4]  # one wait a call, for its copies in
+    (got,) = loaded.run([device_a, tvm_ffi.from_dlpack(a)])
+    assert len(loaded.runtime.named("wait")) == 4  # device arrays alone: nothing waited for

@@ -76,7 +76,6 @@ class _Slot:
         self.device_in: dict[int, tvm.runtime.Tensor] = {}
         self.host_out: dict[int, np.ndarray] = {}
         self.done = None
-        self.unfinished = False  # `done` recorded by a run whose finish does not wait for it
 
     def record_done(self, runtime, stream: int) -> None:
         if self.done is None:
@@ -179,9 +178,6 @@ class CudaExecutable(TvmExecutable):
         runtime, stream = self.runtime, self.stream
         slot = self._slots[self._turn]
         self._turn ^= 1
-        if slot.unfinished:  # a run on device arrays that staged host ones, never waited for
-            runtime.wait(slot.done)
-            slot.unfinished = False
         example = next((x for x in inputs if not isinstance(x, np.ndarray)), None)
         marks = _Marks(runtime, stream) if profile is not None else None
         if marks:
@@ -213,10 +209,11 @@ class CudaExecutable(TvmExecutable):
                 _handover(runtime, stream, producer)
             outputs = [_like(t, example) for t in tensors]
             if any(isinstance(x, np.ndarray) for x in inputs):
-                # Host inputs beside device ones went through this slot: its buffers are
-                # refilled only once their copies are done.
+                # Host inputs beside device ones: this call returns without waiting for the
+                # GPU, and their copies read the caller's pinned array or this slot's buffer,
+                # which must not change before the copies are done.
                 slot.record_done(runtime, stream)
-                slot.unfinished = True
+                runtime.wait(slot.done)
             if marks is None:
                 return lambda: outputs
             marks.record("out")
