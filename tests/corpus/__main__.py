@@ -8,16 +8,21 @@ python -m tests.corpus --run [--modes cpu,reference,fp16] [--only a,b] [--family
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
 import traceback
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# A private compile cache: a run checks what compiles now, not what an older gdp left.
-os.environ.setdefault("GDP_CACHE_DIR", tempfile.mkdtemp(prefix="gdp-corpus-"))
+# A private compile cache: a run checks what compiles now, not what an older gdp left. Removed
+# at exit (where this run made it).
+if "GDP_CACHE_DIR" not in os.environ:
+    os.environ["GDP_CACHE_DIR"] = tempfile.mkdtemp(prefix="gdp-corpus-")
+    atexit.register(shutil.rmtree, os.environ["GDP_CACHE_DIR"], ignore_errors=True)
 
 
 def counts(programs, modes) -> str:
