@@ -134,8 +134,9 @@ _MEMORY_TYPE_HOST = 1
 
 
 class _PointerAttributes(ctypes.Structure):
-    # cudaPointerAttributes; CUDA 13 appends reserved words (the first run without them
-    # crashed the process: CUDA wrote past the end), so room is kept for more than it has.
+    # cudaPointerAttributes, with room kept past its four fields: declared with those alone,
+    # the first H200 run (CUDA 13) crashed in a later malloc, as if CUDA had written past the
+    # end (newer CUDA versions add reserved words to such structs).
     _fields_ = [
         ("type", ctypes.c_int),
         ("device", ctypes.c_int),
