@@ -639,6 +639,12 @@ def _morph_runs(params: dict) -> bool:
     return np.count_nonzero(params["kernel"]) > kernels.LOOP_TAPS_2D
 
 
+def _stacked(params: dict, op: int | None) -> bool:
+    """Whether a morphology is applied to its own result: iterations, or morphologyEx's open,
+    close, top hat and black hat."""
+    return params["iterations"] > 1 or op in _STACKED
+
+
 def _in_steps(src, params: dict, op: int | None) -> bool:
     """Whether an eager morphology runs as single applications, each its own program for
     every size (_morph_steps): a kernel over LOOP_TAPS_2D taps, at most FREE_TAPS on a side,
@@ -649,9 +655,8 @@ def _in_steps(src, params: dict, op: int | None) -> bool:
         return False
     kernel = np.asarray(params["kernel"])
     kh, kw = kernel.shape
-    stacked = params["iterations"] > 1 or op in _STACKED
     return (
-        stacked
+        _stacked(params, op)
         and _fits(src, kw, kh)
         and np.count_nonzero(kernel) > kernels.LOOP_TAPS_2D
         and max(kh, kw) <= kernels.FREE_TAPS
@@ -702,8 +707,7 @@ def _morph_free(src, params: dict, op: int | None = None) -> bool:
         return False
     if np.count_nonzero(kernel) <= kernels.LOOP_TAPS_2D:
         return True
-    stacked = params["iterations"] > 1 or op in _STACKED
-    return max(kh, kw) <= kernels.FREE_TAPS and not stacked
+    return max(kh, kw) <= kernels.FREE_TAPS and not _stacked(params, op)
 
 
 @common.accelerate("erode")

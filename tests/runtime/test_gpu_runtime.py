@@ -184,6 +184,21 @@ def test_profile_times_each_kernel_with_events_and_never_waits_between_them(libr
     assert names.index("wait") > last_record
 
 
+def test_profiles_of_overlapping_launches_keep_their_own_kernels(library):
+    """The worker launches a profiled run before it finishes the one before: each profile
+    gets its own run's kernel (the first version kept one list per executable)."""
+    loaded = _executable(library)
+    a, b = _images(2)
+    first, second = Profile("gpu"), Profile("gpu")
+    finish_a = loaded.launch([a], first)
+    finish_b = loaded.launch([b], second)
+    (got_a,) = finish_a()
+    (got_b,) = finish_b()
+    np.testing.assert_allclose(got_a, _want(a), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got_b, _want(b), rtol=1e-5, atol=1e-6)
+    assert len(first.kernels) == len(second.kernels) == library[1]["kernels"] == 1
+
+
 class _Borrowed:
     """A DLPack producer standing for a device array of a library (`module`) whose current
     stream is not the legacy default one."""

@@ -77,10 +77,10 @@ class _Slot:
         self.host_out: dict[int, np.ndarray] = {}
         self.done = None
 
-    def record_done(self, runtime, stream: int) -> None:
+    def record_done(self, stream: int) -> None:
         if self.done is None:
-            self.done = runtime.event()
-        runtime.record(self.done, stream)
+            self.done = self.runtime.event()
+        self.runtime.record(self.done, stream)
 
     def pinned(self, table: dict[int, np.ndarray], index: int, nbytes: int) -> np.ndarray:
         buffer = table.get(index)
@@ -193,7 +193,9 @@ class CudaExecutable(TvmExecutable):
         ]
         if marks:
             marks.record("in")
-            self._kernel_events = []
+            # This run's kernels (the VM's hooks append here while it runs): a list of its
+            # own, since the next run may be launched before this one is finished.
+            marks.kernels = self._kernel_events = []
         with tvm_ffi.use_raw_stream(self.device, stream):
             if profile is None:
                 if self._main is None:
@@ -212,14 +214,14 @@ class CudaExecutable(TvmExecutable):
                 # Host inputs beside device ones: this call returns without waiting for the
                 # GPU, and their copies read the caller's pinned array or this slot's buffer,
                 # which must not change before the copies are done.
-                slot.record_done(runtime, stream)
+                slot.record_done(stream)
                 runtime.wait(slot.done)
             if marks is None:
                 return lambda: outputs
             marks.record("out")
             return lambda: self._profiled(marks, profile, outputs, 0.0)
         staged = [slot.stage_out(j, t, stream) for j, t in enumerate(tensors)]
-        slot.record_done(runtime, stream)
+        slot.record_done(stream)
         if marks:
             marks.record("out")
 
@@ -245,11 +247,10 @@ class CudaExecutable(TvmExecutable):
         profile.copy_in_s += marks.elapsed("start", "in")
         profile.execute_s += marks.elapsed("in", "executed")
         profile.copy_out_s += marks.elapsed("executed", "out") + host_copy_s
-        for name, start, end in self._kernel_events:
+        for name, start, end in marks.kernels:
             profile.kernels.append((name, self.runtime.elapsed_s(start, end)))
             self.runtime.free_event(start)
             self.runtime.free_event(end)
-        self._kernel_events = []
         marks.free()
         return outputs
 
@@ -278,6 +279,7 @@ class _Marks:
     def __init__(self, runtime, stream: int) -> None:
         self.runtime, self.stream = runtime, stream
         self.events: dict[str, object] = {}
+        self.kernels: list[tuple[str, object, object]] = []  # (name, start, end) each kernel
 
     def record(self, name: str) -> None:
         event = self.events[name] = self.runtime.event(timing=True)
