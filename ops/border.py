@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from gdp.ops.scalar import saturated_scalar
+
 # OpenCV's border codes (cv2.BORDER_*), so ops/ needs no cv2.
 BORDER_CONSTANT = 0
 BORDER_REPLICATE = 1
@@ -93,17 +95,11 @@ def _pad_axis(image: tf.Tensor, axis: int, before: int, after: int, border: int,
 
 
 def border_value(value, image: tf.Tensor) -> np.ndarray:
-    """OpenCV's Scalar `value` as the pixel of a constant border of `image`: one number per
-    channel (missing ones 0: cv2's `value=9` on a BGR image is (9, 0, 0)), converted to the
-    image's dtype by saturate_cast (rounded half to even and clamped, for integers)."""
+    """OpenCV's Scalar `value` as the pixel of a constant border of `image` (saturated_scalar:
+    one number per channel of its dtype; a scalar for a 2-D image)."""
     channels = image.shape[2] if image.shape.rank == 3 else 1
-    opencv_scalar = [*np.ravel(value).tolist(), 0.0, 0.0, 0.0, 0.0][:4]
-    scalar = np.array((opencv_scalar + [0.0] * channels)[:channels])
-    dtype = image.dtype.as_numpy_dtype
-    if np.issubdtype(dtype, np.integer):
-        info = np.iinfo(dtype)
-        scalar = np.clip(np.rint(scalar), info.min, info.max)
-    return scalar.astype(dtype) if image.shape.rank == 3 else scalar[0].astype(dtype)
+    scalar = saturated_scalar(value, channels, image.dtype.as_numpy_dtype)
+    return scalar if image.shape.rank == 3 else scalar[0]
 
 
 def pad(

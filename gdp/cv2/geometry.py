@@ -256,11 +256,50 @@ def warpAffine(
     if not int(flags) & _cv2.WARP_INVERSE_MAP:
         matrix = _invert_affine(matrix)
     value = tuple(float(v) for v in np.ravel(borderValue if borderValue is not None else 0.0))
+    if _runs_warp_kernel(src):
+        out = _warp_kernel(src, matrix, width, height, method, int(borderMode), value)
+        return common.finish(out, dst)
     # The matrix is a run-time input: one program per output size, interpolation, border
     # (and its value), dtype and channel count serves every matrix and source size.
     params = dict(width=width, height=height, method=method, border=int(borderMode), value=value)
     return engine.call(
         "warpAffine", _warp_affine, [src], params, dst, _warp_values(matrix, height), True
+    )
+
+
+def _runs_warp_kernel(src) -> bool:
+    """Whether an eager call runs gdp.runtime.warp's hand kernel: on arrays of 1, 3 or 4
+    channels, on the cpu target (other targets run the program on their chip)."""
+    from gdp.api import default_target
+
+    return (
+        not engine.is_graph_call(src)
+        and common.channels(src) in (1, 3, 4)
+        and default_target().name == "cpu"
+    )
+
+
+def _warp_kernel(src, matrix, width, height, method, border, value) -> np.ndarray:
+    """The warp by gdp.runtime.warp (the arithmetic of _warp_affine), into a new array."""
+    from gdp.ops.scalar import saturated_scalar
+    from gdp.runtime import warp
+
+    values = _warp_values(matrix, height)
+    coefficients = np.array([*values["mx"], *values["my"]], np.float32)
+    channels = common.channels(src)
+    border_value = saturated_scalar(value, channels, src.dtype).astype(np.float32)
+    out = np.empty((height, width, *src.shape[2:]), src.dtype)
+    kernel_method = warp.NEAREST if method == INTER_NEAREST else warp.LINEAR
+    kernel_border = warp.CONSTANT if border == _cv2.BORDER_CONSTANT else warp.REPLICATE
+    return warp.warp_affine(
+        src,
+        out,
+        coefficients,
+        values["rows_x"],
+        values["rows_y"],
+        border_value,
+        kernel_method,
+        kernel_border,
     )
 
 

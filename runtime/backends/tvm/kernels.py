@@ -88,6 +88,9 @@ def run_host_kernel(name: str, source: str, *args) -> None:
 def _load(
     name: str, source: str, cache: DiskCache
 ) -> tuple[tvm.runtime.Module, tvm.runtime.Function]:
+    from gdp.runtime.backends.tvm.llvm import use_every_core
+
+    use_every_core()  # before the first parallel kernel starts TVM's pool
     target = host_target()
     key = cache_key("gdp-tir-kernel", str(_FORMAT), name, source, str(target), tvm.__version__)
     with cache.lock(key):

@@ -42,7 +42,7 @@ def physical_cores() -> int:
     return max(1, len(cores))
 
 
-def _use_every_core() -> None:
+def use_every_core() -> None:
     """TVM's thread pool, unless the user sized it: one thread per physical core. Left to
     itself, TVM halves the hardware threads on x86 to skip hyper-threads, which on a machine
     without them (a 2-vCPU VM) runs every parallel kernel on one core. Read by TVM when its pool
@@ -83,7 +83,7 @@ class TvmLlvmBackend(TvmBackend):
         return _element_aligned_parameters(nan_propagating_min_max(mod))
 
     def prepare_load(self) -> None:
-        _use_every_core()
+        use_every_core()
 
     def cpu_facts(self) -> dict:
         """What of this machine's CPU the compiled code may use: its flags (/proc/cpuinfo),

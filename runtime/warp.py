@@ -1,0 +1,338 @@
+"""cv2.warpAffine (WARP_INVERSE_MAP semantics: dst(y, x) = src(M @ (x, y, 1))) as one
+hand-written TIR kernel for the host CPU, with the arithmetic of gdp.ops.geometry.warp_affine
+(OpenCV 4.11+'s: float32 source coordinates, float32 interpolation, saturate_cast).
+
+Why by hand: as a graph, each output pixel's neighbours are gathers, which TVM's vector lanes
+load one value at a time between lane extractions and insertions: at 1080p BGR the kernel took
+38-65 ms, OpenCV 5.5 ms. Here a block of 16 output pixels computes its coordinates, positions
+and weights as vectors, then fetches its neighbours in a scalar loop into small buffers (a
+pixel of up to 4 bytes as one word), and interpolates the channels as vectors again.
+AVX-512's gather instruction was tried for the fetch and measured slower than scalar loads on
+this machine's AMD Zen 4 (about 45 cycles for 16 words).
+
+The last columns of a row that do not fill a block are computed one by one with OpenCV's scalar
+formula for the coordinate (see gdp.ops.geometry's WARP_VECTOR_BLOCK): which formula a pixel gets
+decides its nearest neighbour at exact ties.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from gdp.errors import InputError
+from gdp.runtime.canny import _inline
+from gdp.runtime.hysteresis import describe, indent
+
+# OpenCV's vector block (gdp.ops.geometry.WARP_VECTOR_BLOCK): a block's pixels take the vector
+# formula, a row's last W % BLOCK the scalar one.
+BLOCK = 16
+NEAREST, LINEAR = 0, 1
+CONSTANT, REPLICATE = 0, 1
+DTYPES = ("uint8", "uint16", "float32")
+CHANNELS = (1, 3, 4)
+# Byte offsets into the source are int32.
+MAX_BYTES = (1 << 31) - 1
+
+# The source coordinate of column {x} (sx from coef[0], coef[1] and rows_x; sy from coef[2],
+# coef[3] and rows_y), clamped to [-2, size + 1]: beyond a pixel outside, every neighbour is
+# the border, and the clamp keeps the int32 conversion in range for any matrix. The product of
+# two floats is exact in double, so the double sum and one cast give an fma's result.
+_VECTOR_COORDINATE = (
+    'T.Cast("float32", T.Cast("float64", coef[{k}]) * T.Cast("float64", {x})'
+    ' + T.Cast("float64", {rows}[y] + coef[{k} + 1]))'
+)
+_SCALAR_COORDINATE = (
+    'T.Cast("float32", T.Cast("float64", coef[{k}]) * T.Cast("float64", {x})'
+    ' + T.Cast("float64", {rows}[y])) + coef[{k} + 1]'
+)
+_COORDINATES = """\
+sx = T.min(T.max({sx}, T.float32(-2)), T.Cast("float32", w) + T.float32(1))
+sy = T.min(T.max({sy}, T.float32(-2)), T.Cast("float32", h) + T.float32(1))
+"""
+_LINEAR = """\
+ix = T.Cast("int32", T.floor(sx))
+iy = T.Cast("int32", T.floor(sy))
+fx = sx - T.floor(sx)
+fy = sy - T.floor(sy)
+"""
+_NEAREST = """\
+ix = T.Cast("int32", T.round(sx))
+iy = T.Cast("int32", T.round(sy))
+"""
+# Each neighbour (tap) t at (iy + dy, ix + dx): its clamped position and whether it is inside.
+_TAP = """\
+cx{t} = T.min(T.max(ix + {dx}, 0), w - 1)
+cy{t} = T.min(T.max(iy + {dy}, 0), h - 1)
+in{t} = ix + {dx} >= 0 and ix + {dx} < w and iy + {dy} >= 0 and iy + {dy} < h
+"""
+
+
+def _taps(method: int) -> list[tuple[int, int]]:
+    return [(0, 0)] if method == NEAREST else [(0, 0), (0, 1), (1, 0), (1, 1)]
+
+
+def _value(method: int, channel_values: list[str], dtype: str) -> str:
+    """The output value of one channel from its taps' float32 values."""
+    if method == NEAREST:
+        return channel_values[0]
+    p00, p01, p10, p11 = channel_values
+    v0 = f"({p00} + fx * ({p01} - {p00}))"
+    v1 = f"({p10} + fx * ({p11} - {p10}))"
+    out = f"({v0} + fy * ({v1} - {v0}))"
+    if dtype == "float32":
+        return out
+    top = float(np.iinfo(dtype).max)
+    return f"T.min(T.max(T.round({out}), T.float32(0)), T.float32({top}))"
+
+
+def _store(x: str, channels: int, dtype: str, method: int, tap_value) -> str:
+    """The stores of column {x}'s channels, `tap_value(t, c)` the float32 value of tap t."""
+    lines = []
+    for c in range(channels):
+        values = [tap_value(t, c) for t in range(len(_taps(method)))]
+        value = _value(method, values, dtype)
+        cast = value if dtype == "float32" else f'T.Cast("{dtype}", {value})'
+        lines.append(f"dst[(y * W + {x}) * {channels} + {c}] = {cast}")
+    return "\n".join(lines) + "\n"
+
+
+def _bordered(t: int, c: int, loaded: str, border: int) -> str:
+    if border == REPLICATE:
+        return loaded
+    return f"T.Select(in{t}, {loaded}, border[{c}])"
+
+
+def _position(x: str, coordinate: str, method: int) -> str:
+    text = _COORDINATES.format(
+        sx=coordinate.format(k=0, x=x, rows="rows_x"), sy=coordinate.format(k=2, x=x, rows="rows_y")
+    )
+    text += _NEAREST if method == NEAREST else _LINEAR
+    for t, (dy, dx) in enumerate(_taps(method)):
+        text += _TAP.format(t=t, dx=dx, dy=dy)
+    return text
+
+
+def _direct(x: str, coordinate: str, channels: int, dtype: str, method: int, border: int) -> str:
+    """Column {x} computed on its own: each value loaded by index."""
+
+    def tap_value(t: int, c: int) -> str:
+        loaded = f'T.Cast("float32", src[(cy{t} * w + cx{t}) * {channels} + {c}])'
+        return _bordered(t, c, loaded, border)
+
+    return _inline(_position(x, coordinate, method) + _store(x, channels, dtype, method, tap_value))
+
+
+# A block of BLOCK columns runs in phases, each writing small buffers the next reads: the
+# coordinates; their rounding (and the weights); the taps' pixel indices and whether each is
+# inside (all over vector lanes); the fetch of each tap's pixel (a scalar loop); then the
+# channels, interpolated and stored (vector lanes). Phases rather than one expression: TVM 0.27's
+# vectorizer takes no let-bound names (see gdp.runtime.canny._inline), and inlined into one
+# expression the coordinate was computed again for every use (measured: 20 ms at 1080p gray).
+_PHASE_COORDINATES = """\
+sxs[xi] = T.min(T.max({sx}, T.float32(-2)), T.Cast("float32", w) + T.float32(1))
+sys[xi] = T.min(T.max({sy}, T.float32(-2)), T.Cast("float32", h) + T.float32(1))
+"""
+_PHASE_ROUNDED = {
+    NEAREST: """\
+ixs[xi] = T.Cast("int32", T.round(sxs[xi]))
+iys[xi] = T.Cast("int32", T.round(sys[xi]))
+""",
+    LINEAR: """\
+ixs[xi] = T.Cast("int32", T.floor(sxs[xi]))
+iys[xi] = T.Cast("int32", T.floor(sys[xi]))
+sxs[xi] = sxs[xi] - T.floor(sxs[xi])
+sys[xi] = sys[xi] - T.floor(sys[xi])
+""",
+}
+_PHASE_TAP = """\
+taps[{t} * {block} + xi] = (
+    T.min(T.max(iys[xi] + {dy}, 0), h - 1) * w + T.min(T.max(ixs[xi] + {dx}, 0), w - 1)
+)
+"""
+_PHASE_INSIDE = """\
+inside[{t} * {block} + xi] = T.Select(
+    ixs[xi] + {dx} >= 0 and ixs[xi] + {dx} < w and iys[xi] + {dy} >= 0 and iys[xi] + {dy} < h,
+    T.int32(1),
+    T.int32(0),
+)
+"""
+
+
+def _packs(dtype: str, channels: int) -> bool:
+    """Whether a pixel is fetched as one int32 word of its bytes (integers of at most 4 bytes)
+    rather than channel by channel as float32."""
+    return dtype != "float32" and np.dtype(dtype).itemsize * channels <= 4
+
+
+def _fetch(t: int, channels: int, dtype: str) -> str:
+    """Lane i's fetch of tap t: its word, or its channels."""
+    tap = f"taps[{t} * {BLOCK} + i]"
+    if _packs(dtype, channels):
+        pixel = channels * np.dtype(dtype).itemsize
+        parts = [
+            f'T.shift_left(T.Cast("int32", raw[{tap} * {pixel} + {b}]), {8 * b})'
+            for b in range(pixel)
+        ]
+        return f"words[{t} * {BLOCK} + i] = " + " | ".join(parts) + "\n"
+    return "".join(
+        f"values[({t} * {channels} + {c}) * {BLOCK} + i] ="
+        f' T.Cast("float32", src[{tap} * {channels} + {c}])\n'
+        for c in range(channels)
+    )
+
+
+def _phases(channels: int, dtype: str, method: int, border: int) -> list[tuple[bool, str]]:
+    """The phases of a block at columns xo * BLOCK + xi: (over vector lanes, body)."""
+    x = f"(xo * {BLOCK} + xi)"
+    itemsize = np.dtype(dtype).itemsize
+    taps = _taps(method)
+    coordinates = _PHASE_COORDINATES.format(
+        sx=_VECTOR_COORDINATE.format(k=0, x=x, rows="rows_x"),
+        sy=_VECTOR_COORDINATE.format(k=2, x=x, rows="rows_y"),
+    )
+    positions = ""
+    for t, (dy, dx) in enumerate(taps):
+        positions += _PHASE_TAP.format(t=t, dx=dx, dy=dy, block=BLOCK)
+        if border == CONSTANT:
+            positions += _PHASE_INSIDE.format(t=t, dx=dx, dy=dy, block=BLOCK)
+    fetch = f"for i in range({BLOCK}):\n" + indent(
+        "".join(_fetch(t, channels, dtype) for t in range(len(taps))), 4
+    )
+    prelude = "fx = sxs[xi]\nfy = sys[xi]\n" if method == LINEAR else ""
+    for t in range(len(taps)):
+        if border == CONSTANT:
+            prelude += f"in{t} = inside[{t} * {BLOCK} + xi] != 0\n"
+
+    def tap_value(t: int, c: int) -> str:
+        if not _packs(dtype, channels):
+            loaded = f"values[({t} * {channels} + {c}) * {BLOCK} + xi]"
+        else:
+            word = f"words[{t} * {BLOCK} + xi]"
+            mask = (1 << (8 * itemsize)) - 1
+            loaded = f'T.Cast("float32", T.shift_right({word}, {c * itemsize * 8}) & {mask})'
+        return _bordered(t, c, loaded, border)
+
+    interpolated = _inline(prelude + _store(x, channels, dtype, method, tap_value))
+    return [
+        (True, coordinates),
+        (True, _PHASE_ROUNDED[method]),
+        (True, positions),
+        (False, fetch),
+        (True, interpolated),
+    ]
+
+
+_SOURCE = """
+@T.prim_func
+def {name}(
+    img_handle: T.handle,
+    out_handle: T.handle,
+    rows_x_handle: T.handle,
+    rows_y_handle: T.handle,
+    coef_handle: T.handle,
+    border_handle: T.handle,
+):
+    T.func_attr({{"global_symbol": "{name}", "tir.noalias": True}})
+    h = T.int32()
+    w = T.int32()
+    H = T.int32()
+    W = T.int32()
+    img = T.match_buffer(img_handle, (h, w, {channels}), "{dtype}", align=1)
+    out = T.match_buffer(out_handle, (H, W, {channels}), "{dtype}", align=1)
+    rows_x = T.match_buffer(rows_x_handle, (H,), "float32", align=4)
+    rows_y = T.match_buffer(rows_y_handle, (H,), "float32", align=4)
+    coef = T.match_buffer(coef_handle, (4,), "float32", align=4)
+    border = T.match_buffer(border_handle, ({channels},), "float32", align=4)
+    src = T.decl_buffer((h * w * {channels},), "{dtype}", data=img.data, align=1)
+    raw = T.decl_buffer((h * w * {pixel},), "uint8", data=img.data, align=1)
+    dst = T.decl_buffer((H * W * {channels},), "{dtype}", data=out.data, align=1)
+    for y in T.parallel(H):
+        sxs = T.alloc_buffer(({block},), "float32", scope="local")
+        sys = T.alloc_buffer(({block},), "float32", scope="local")
+        ixs = T.alloc_buffer(({block},), "int32", scope="local")
+        iys = T.alloc_buffer(({block},), "int32", scope="local")
+        taps = T.alloc_buffer(({taps} * {block},), "int32", scope="local")
+        inside = T.alloc_buffer(({taps} * {block},), "int32", scope="local")
+        words = T.alloc_buffer(({taps} * {block},), "int32", scope="local")
+        values = T.alloc_buffer(({taps} * {channels} * {block},), "float32", scope="local")
+        for xo in range(W // {block}):
+{blocks}
+        for x in range(W // {block} * {block}, W):
+{tail}
+"""
+
+
+@functools.cache
+def source(dtype: str, channels: int, method: int, border: int) -> tuple[str, str]:
+    """(name, TVMScript) of the kernel for this dtype, channel count, method and border."""
+    name = f"warp_affine_{dtype}_c{channels}_{'nearest' if method == NEAREST else 'linear'}"
+    name += f"_{'constant' if border == CONSTANT else 'replicate'}"
+    blocks = ""
+    for lanes, body in _phases(channels, dtype, method, border):
+        if lanes:
+            blocks += f"for xi in T.vectorized({BLOCK}):\n" + indent(body, 4)
+        else:
+            blocks += body
+    tail = _direct("x", _SCALAR_COORDINATE, channels, dtype, method, border)
+    text = _SOURCE.format(
+        name=name,
+        channels=channels,
+        dtype=dtype,
+        pixel=channels * np.dtype(dtype).itemsize,
+        block=BLOCK,
+        taps=len(_taps(method)),
+        blocks=indent(blocks, 12),
+        tail=indent(tail, 12),
+    )
+    return name, text
+
+
+def warp_affine(
+    image: np.ndarray,
+    out: np.ndarray,
+    coefficients: np.ndarray,
+    rows_x: np.ndarray,
+    rows_y: np.ndarray,
+    border_value: np.ndarray,
+    method: int,
+    border: int,
+) -> np.ndarray:
+    """Write the warp of `image` (H, W) or (H, W, C) into `out` (its own H and W, the image's
+    channels and dtype) and return it. `coefficients`: float32 (M[0,0], M[0,2], M[1,0],
+    M[1,2]); `rows_x`, `rows_y`: float32 y * M[0,1] and y * M[1,1] per output row (as
+    gdp.cv2.geometry computes them, OpenCV's roundings); `border_value`: float32 per channel,
+    for CONSTANT."""
+    from gdp.runtime.backends.tvm.kernels import run_host_kernel
+
+    if not isinstance(image, np.ndarray) or image.dtype.name not in DTYPES:
+        raise InputError(
+            f"warp_affine: expected a uint8, uint16 or float32 image, got {describe(image)}"
+        )
+    channels = 1 if image.ndim == 2 else int(image.shape[2])
+    if image.ndim not in (2, 3) or channels not in CHANNELS:
+        raise InputError(f"warp_affine: expected (H, W) or (H, W, 1|3|4), got {image.shape}")
+    if out.dtype != image.dtype or out.shape[2:] != image.shape[2:] or not out.flags.c_contiguous:
+        raise InputError(
+            f"warp_affine: out must be a C-contiguous {image.dtype} array of {channels} channels,"
+            f" got {describe(out)}"
+        )
+    if image.nbytes > MAX_BYTES or out.nbytes > MAX_BYTES:
+        raise InputError(f"warp_affine: images over {MAX_BYTES} bytes are not indexed")
+    if not image.size or not out.size:
+        return out
+    dtype = image.dtype.name
+    name, text = source(dtype, channels, method, border)
+    src = np.ascontiguousarray(image).reshape(image.shape[0], image.shape[1], channels)
+    run_host_kernel(
+        name,
+        text,
+        src,
+        out.reshape(out.shape[0], out.shape[1], channels),
+        np.ascontiguousarray(rows_x, np.float32),
+        np.ascontiguousarray(rows_y, np.float32),
+        np.ascontiguousarray(coefficients, np.float32),
+        np.ascontiguousarray(border_value, np.float32).reshape(channels),
+    )
+    return out

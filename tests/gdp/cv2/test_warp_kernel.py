@@ -1,0 +1,138 @@
+"""gdp.cv2.warpAffine's eager calls on the cpu target run gdp.runtime.warp's hand kernel: against
+OpenCV for every dtype, channel count, interpolation and border it takes, at sizes that move its
+16-pixel blocks and row tails, on views and in dst, on both thread counts; no program compiled."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import cv2 as real
+import numpy as np
+import pytest
+
+import gdp.cv2 as cv2
+from gdp.errors import InputError
+from gdp.runtime import warp
+
+# Output widths on both sides of the 16-pixel block (the vector formula) and its scalar tail.
+SHAPES = [(1, 1), (2, 3), (5, 15), (7, 16), (9, 17), (31, 33), (40, 47), (23, 64), (18, 100)]
+DTYPES = ("uint8", "uint16", "float32")
+
+
+def _image(shape, dtype, seed):
+    rng = np.random.default_rng(seed)
+    if dtype == "float32":
+        return (rng.random(shape) * 300 - 20).astype(np.float32)
+    return rng.integers(0, np.iinfo(dtype).max + 1, shape).astype(dtype)
+
+
+def _matrices(h, w):
+    rotation = real.getRotationMatrix2D((w / 2, h / 2), 23.0, 0.8)
+    rotation[:, 2] += (1.5, -2.25)
+    half = np.array([[0.5, 0.0, 0.0], [0.0, 0.5, 0.0]])  # nearest taps on exact ties
+    shear = np.float32([[0.9, 0.3, -4.0], [-0.2, 1.1, 3.0]])
+    return [("rotation", rotation, 0), ("half", half, 0), ("shear", shear, real.WARP_INVERSE_MAP)]
+
+
+def _assert_warps(image, matrix, dsize, flags, border, value=(9, 8, 7, 6), label=""):
+    want = real.warpAffine(image, matrix, dsize, flags=flags, borderMode=border, borderValue=value)
+    got = cv2.warpAffine(image, matrix, dsize, flags=flags, borderMode=border, borderValue=value)
+    assert got.shape == want.shape and got.dtype == want.dtype, label
+    if image.dtype == np.float32:
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-3, err_msg=label)
+    else:
+        # OpenCV's own float arithmetic, so the same values: exact
+        np.testing.assert_array_equal(got, want, err_msg=label)
+
+
+def _check(shapes, dtypes=DTYPES, channels=(1, 3, 4)):
+    cv2.clear_cache()
+    for i, (h, w) in enumerate(shapes):
+        for dtype in dtypes:
+            for c in channels:
+                image = _image((h, w) if c == 1 else (h, w, c), dtype, seed=i * 7 + c)
+                for name, matrix, inverse in _matrices(h, w):
+                    for interp in (real.INTER_NEAREST, real.INTER_LINEAR):
+                        for border in (real.BORDER_CONSTANT, real.BORDER_REPLICATE):
+                            dsize = (w + 3, max(1, h - 1)) if name == "rotation" else (2 * w, h)
+                            flags = interp | inverse
+                            label = f"{dtype} C{c} {h}x{w} {name} {interp} {border}"
+                            _assert_warps(image, matrix, dsize, flags, border, label=label)
+    assert cv2.cache_info().programs == 0
+
+
+def test_kernel_matches_opencv_at_sizes_that_move_its_blocks():
+    _check(SHAPES)
+
+
+def test_kernel_on_one_thread():
+    """TVM sizes its pool once a process: one thread runs in a process of its own."""
+    script = textwrap.dedent(
+        f"""
+        import os
+        os.environ["GDP_CV2_STRICT"] = "1"
+        from tests.gdp.cv2.test_warp_kernel import _check
+        _check({SHAPES[3:7]!r}, ("uint8", "float32"), (1, 3))
+        """
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    env = dict(os.environ, TVM_NUM_THREADS="1", PYTHONPATH=root)
+    command = [sys.executable, "-c", script]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, cwd=root)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_real_photo_at_1080p():
+    import skimage.data
+
+    bgr = real.cvtColor(real.resize(skimage.data.astronaut(), (1920, 1080)), real.COLOR_RGB2BGR)
+    matrix = real.getRotationMatrix2D((960, 540), 17.0, 0.9)
+    for image in (bgr, real.cvtColor(bgr, real.COLOR_BGR2GRAY)):
+        for interp in (real.INTER_NEAREST, real.INTER_LINEAR):
+            _assert_warps(image, matrix, (1920, 1080), interp, real.BORDER_CONSTANT, (0, 0, 0))
+
+
+def test_views_dst_and_border_values():
+    base = _image((30, 50, 3), "uint8", seed=1)
+    view = base[3:27:2, 40:5:-3]  # strided and reversed: not contiguous
+    matrix = real.getRotationMatrix2D((6, 5), 40.0, 1.2)
+    # a border value that saturates, and one per channel
+    for value in ((300, -5, 7.5), 9, (1.5, 2.5, 3.5, 4.5)):
+        _assert_warps(view, matrix, (17, 13), real.INTER_LINEAR, real.BORDER_CONSTANT, value)
+    dst = np.zeros((13, 17, 3), np.uint8)
+    out = cv2.warpAffine(view, matrix, (17, 13), dst)
+    assert out is dst
+    np.testing.assert_array_equal(dst, real.warpAffine(view, matrix, (17, 13)))
+    # in place: dst is the source, read whole before it is written
+    image = _image((20, 20), "uint8", seed=2)
+    want = real.warpAffine(image.copy(), matrix, (20, 20))
+    assert cv2.warpAffine(image, matrix, (20, 20), image) is image
+    np.testing.assert_array_equal(image, want)
+
+
+def test_matrices_far_outside_and_not_finite_stay_in_the_image():
+    """Coordinates far outside, infinite or NaN are clamped before they index: every tap
+    stays in the image (the border for a constant one)."""
+    image = _image((12, 14, 3), "uint8", seed=3)
+    for matrix in (
+        np.array([[1e30, 0, 0], [0, 1e30, 0]]),
+        np.array([[1.0, 0, -1e9], [0, 1.0, 1e9]]),
+    ):
+        _assert_warps(image, matrix, (9, 7), real.INTER_LINEAR, real.BORDER_REPLICATE)
+    for bad in (np.inf, np.nan):
+        matrix = np.array([[1.0, 0, bad], [0, 1.0, 0]])
+        flags = real.INTER_LINEAR | real.WARP_INVERSE_MAP
+        out = cv2.warpAffine(image, matrix, (9, 7), flags=flags, borderValue=(1, 2, 3))
+        assert out.shape == (7, 9, 3)
+
+
+def test_kernel_refuses_what_it_does_not_take():
+    out = np.empty((4, 4), np.uint8)
+    args = (np.zeros(4, np.float32), np.zeros(4, np.float32), np.zeros(4, np.float32))
+    with pytest.raises(InputError, match="int8"):
+        warp.warp_affine(np.zeros((4, 4), np.int8), out, *args, np.zeros(1), 0, 0)
+    with pytest.raises(InputError, match=r"1\|3\|4\), got \(4, 4, 2\)"):
+        warp.warp_affine(np.zeros((4, 4, 2), np.uint8), out, *args, np.zeros(2), 0, 0)
+    with pytest.raises(InputError, match="out must be"):
+        warp.warp_affine(np.zeros((4, 4, 3), np.uint8), out, *args, np.zeros(3), 0, 0)
