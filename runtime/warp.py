@@ -214,14 +214,22 @@ def _phases(channels: int, dtype: str, method: int, border: int) -> list[tuple[b
             loaded = f'T.Cast("float32", T.shift_right({word}, {c * itemsize * 8}) & {mask})'
         return _bordered(t, c, loaded, border)
 
+    phases = [(True, coordinates), (True, _PHASE_ROUNDED[method]), (True, positions)]
+    if method == NEAREST:  # the fetch is the output: copied as it is, or the border
+        return [*phases, (False, _nearest_copy(channels, dtype, border))]
     interpolated = _inline(prelude + _store(x, channels, dtype, method, tap_value))
-    return [
-        (True, coordinates),
-        (True, _PHASE_ROUNDED[method]),
-        (True, positions),
-        (False, fetch),
-        (True, interpolated),
-    ]
+    return [*phases, (False, fetch), (True, interpolated)]
+
+
+def _nearest_copy(channels: int, dtype: str, border: int) -> str:
+    """Lane i's pixel of a nearest-neighbour block, copied from its tap (or the border)."""
+    lines = []
+    for c in range(channels):
+        value = f"src[taps[i] * {channels} + {c}]"
+        if border == CONSTANT:
+            value = f'T.Select(inside[i] != 0, {value}, T.Cast("{dtype}", border[{c}]))'
+        lines.append(f"dst[(y * W + xo * {BLOCK} + i) * {channels} + {c}] = {value}\n")
+    return f"for i in range({BLOCK}):\n" + indent("".join(lines), 4)
 
 
 _SOURCE = """
