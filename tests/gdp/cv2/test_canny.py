@@ -21,6 +21,7 @@ import gdp.cv2 as cv2
 from gdp.runtime import hysteresis as H
 from gdp.runtime.backends.tvm import kernels
 from gdp.runtime.cache import DiskCache
+from tests.gdp.cv2.one_thread import run_on_one_thread
 
 PHOTO_SIZE = (160, 120)  # cv2's (width, height): one compiled program for every photo
 
@@ -189,26 +190,12 @@ def test_gray_kernel_at_sizes_that_move_its_strips_and_vectors():
 
 
 def test_gray_kernel_on_one_thread():
-    """TVM sizes its pool once a process: one thread runs in a process of its own."""
-    script = textwrap.dedent(
+    run_on_one_thread(
         f"""
-        import os
-        os.environ["GDP_CV2_STRICT"] = "1"
         from tests.gdp.cv2.test_canny import _check_gray_kernel
         _check_gray_kernel({STRIP_SHAPES[:9]!r})
         """
     )
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
-    env = dict(os.environ, TVM_NUM_THREADS="1", PYTHONPATH=root)
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=root,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
 
 
 def test_gray_kernel_thresholds_beyond_any_magnitude():

@@ -2,11 +2,6 @@
 OpenCV for every dtype, channel count, interpolation and border it takes, at sizes that move its
 16-pixel blocks and row tails, on views and in dst, on both thread counts; no program compiled."""
 
-import os
-import subprocess
-import sys
-import textwrap
-
 import cv2 as real
 import numpy as np
 import pytest
@@ -14,6 +9,7 @@ import pytest
 import gdp.cv2 as cv2
 from gdp.errors import InputError
 from gdp.runtime import warp
+from tests.gdp.cv2.one_thread import run_on_one_thread
 
 # Output widths on both sides of the 16-pixel block (the vector formula) and its scalar tail.
 SHAPES = [(1, 1), (2, 3), (5, 15), (7, 16), (9, 17), (31, 33), (40, 47), (23, 64), (18, 100)]
@@ -67,20 +63,12 @@ def test_kernel_matches_opencv_at_sizes_that_move_its_blocks():
 
 
 def test_kernel_on_one_thread():
-    """TVM sizes its pool once a process: one thread runs in a process of its own."""
-    script = textwrap.dedent(
+    run_on_one_thread(
         f"""
-        import os
-        os.environ["GDP_CV2_STRICT"] = "1"
         from tests.gdp.cv2.test_warp_kernel import _check
         _check({SHAPES[3:7]!r}, ("uint8", "float32"), (1, 3))
         """
     )
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
-    env = dict(os.environ, TVM_NUM_THREADS="1", PYTHONPATH=root)
-    command = [sys.executable, "-c", script]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, cwd=root)
-    assert done.returncode == 0, done.stderr[-3000:]
 
 
 def test_real_photo_at_1080p():
