@@ -5,8 +5,12 @@ hand-written TIR kernel for the host CPU, with the arithmetic of gdp.ops.geometr
 Why by hand: as a graph, each output pixel's neighbours are gathers, which TVM's vector lanes
 load one value at a time between lane extractions and insertions: at 1080p BGR the kernel took
 38-65 ms, OpenCV 5.5 ms. Here a block of 16 output pixels computes its coordinates, positions
-and weights as vectors, then fetches its neighbours in a scalar loop into small buffers (a
-pixel of up to 4 bytes as one word), and interpolates the channels as vectors again.
+and weights as vectors, then fetches its neighbours in a scalar loop into small buffers, and
+interpolates and stores as vectors again:
+- LINEAR fetches each tap row's two pixels as one pair (as one integer, where the pair is an
+  integer of at most 8 bytes), so the source must be at least 2 wide;
+- NEAREST fetches a pixel of 1, 2 or 4 bytes whole and stores the block as one vector; wider
+  pixels (BGR) are copied channel by channel into the output by the scalar loop.
 AVX-512's gather instruction was tried for the fetch and measured slower than scalar loads on
 this machine's AMD Zen 4 (about 45 cycles for 16 words).
 
@@ -154,75 +158,136 @@ taps[{t} * {block} + xi] = (
 _PHASE_INSIDE = """\
 inside[{t} * {block} + xi] = T.Select(
     ixs[xi] + {dx} >= 0 and ixs[xi] + {dx} < w and iys[xi] + {dy} >= 0 and iys[xi] + {dy} < h,
-    T.int32(1),
+    T.int32(-1),
     T.int32(0),
 )
 """
 
 
-def _packs(dtype: str, channels: int) -> bool:
-    """Whether a pixel is fetched as one int32 word of its bytes (integers of at most 4 bytes)
-    rather than channel by channel as float32."""
-    return dtype != "float32" and np.dtype(dtype).itemsize * channels <= 4
+# A LINEAR tap row's two pixels are fetched together, from the pair's first pixel `bases`
+# (elements) at column clamp(ix, 0, w - 2), so both lie in the image whatever ix is (w >= 2);
+# `belows` steps to the second row (0 at the last one); `seconds` says, for the left and the right
+# tap, whether it is the pair's second pixel.
+_PHASE_PAIRS = """\
+bases[xi] = (
+    T.min(T.max(iys[xi], 0), h - 1) * w + T.max(T.min(ixs[xi], w - 2), 0)
+) * {channels}
+belows[xi] = (
+    T.min(T.max(iys[xi] + 1, 0), h - 1) - T.min(T.max(iys[xi], 0), h - 1)
+) * w * {channels}
+seconds[xi] = T.min(T.max(ixs[xi], 0), w - 1) - T.max(T.min(ixs[xi], w - 2), 0)
+seconds[{block} + xi] = T.min(T.max(ixs[xi] + 1, 0), w - 1) - T.max(T.min(ixs[xi], w - 2), 0)
+"""
 
 
-def _fetch(t: int, channels: int, dtype: str) -> str:
-    """Lane i's fetch of tap t: its word, or its channels."""
-    tap = f"taps[{t} * {BLOCK} + i]"
-    if _packs(dtype, channels):
-        pixel = channels * np.dtype(dtype).itemsize
-        parts = [
-            f'T.shift_left(T.Cast("int32", raw[{tap} * {pixel} + {b}]), {8 * b})'
-            for b in range(pixel)
-        ]
-        return f"words[{t} * {BLOCK} + i] = " + " | ".join(parts) + "\n"
-    return "".join(
-        f"values[({t} * {channels} + {c}) * {BLOCK} + i] ="
-        f' T.Cast("float32", src[{tap} * {channels} + {c}])\n'
-        for c in range(channels)
-    )
+def word_type(dtype: str, channels: int) -> str | None:
+    """The integer a LINEAR tap row's pixel pair is fetched as (its bytes, the first pixel
+    lowest), or None where the pair's channels are fetched one by one as float32 (float32,
+    or a pair over 8 bytes)."""
+    pair = 2 * channels * np.dtype(dtype).itemsize
+    if dtype == "float32" or pair > 8:
+        return None
+    return "int32" if pair <= 4 else "int64"
+
+
+def _fetch_pairs(channels: int, dtype: str) -> str:
+    """Lane i's fetch of its two tap rows' pixel pairs: as words, or channel by channel."""
+    itemsize = np.dtype(dtype).itemsize
+    word = word_type(dtype, channels)
+    lines = []
+    for row, start in enumerate(("bases[i]", "bases[i] + belows[i]")):
+        if word is not None:
+            parts = [
+                f'T.shift_left(T.Cast("{word}", raw[({start}) * {itemsize} + {b}]),'
+                f" T.{word}({8 * b}))"
+                for b in range(2 * channels * itemsize)
+            ]
+            lines.append(f"words[{row} * {BLOCK} + i] = " + " | ".join(parts) + "\n")
+            continue
+        for second in range(2):
+            for c in range(channels):
+                at = f"(({row} * 2 + {second}) * {channels} + {c}) * {BLOCK} + i"
+                element = f"src[{start} + {second * channels + c}]"
+                lines.append(f'values[{at}] = T.Cast("float32", {element})\n')
+    return f"for i in range({BLOCK}):\n" + indent("".join(lines), 4)
+
+
+def _pair_value(t: int, c: int, channels: int, dtype: str) -> str:
+    """Tap t's (row t // 2, left or right t % 2) float32 value of channel c, from its pair."""
+    row, side = divmod(t, 2)
+    second = f"seconds[{side} * {BLOCK} + xi]"
+    word = word_type(dtype, channels)
+    if word is None:
+        first_at = f"(({row} * 2) * {channels} + {c}) * {BLOCK} + xi"
+        second_at = f"(({row} * 2 + 1) * {channels} + {c}) * {BLOCK} + xi"
+        return f"T.Select({second} != 0, values[{second_at}], values[{first_at}])"
+    itemsize = np.dtype(dtype).itemsize
+    shift = f'T.Cast("{word}", {second} * {8 * channels * itemsize} + {8 * c * itemsize})'
+    mask = f"T.{word}({(1 << (8 * itemsize)) - 1})"
+    return f'T.Cast("float32", T.shift_right(words[{row} * {BLOCK} + xi], {shift}) & {mask})'
 
 
 def _phases(channels: int, dtype: str, method: int, border: int) -> list[tuple[bool, str]]:
     """The phases of a block at columns xo * BLOCK + xi: (over vector lanes, body)."""
     x = f"(xo * {BLOCK} + xi)"
-    itemsize = np.dtype(dtype).itemsize
     taps = _taps(method)
     coordinates = _PHASE_COORDINATES.format(
         sx=_VECTOR_COORDINATE.format(k=0, x=x, rows="rows_x"),
         sy=_VECTOR_COORDINATE.format(k=2, x=x, rows="rows_y"),
     )
     positions = ""
-    for t, (dy, dx) in enumerate(taps):
-        positions += _PHASE_TAP.format(t=t, dx=dx, dy=dy, block=BLOCK)
-        if border == CONSTANT:
+    if method == NEAREST:
+        positions += _PHASE_TAP.format(t=0, dx=0, dy=0, block=BLOCK)
+    else:
+        positions += _PHASE_PAIRS.format(channels=channels, block=BLOCK)
+    if border == CONSTANT:
+        for t, (dy, dx) in enumerate(taps):
             positions += _PHASE_INSIDE.format(t=t, dx=dx, dy=dy, block=BLOCK)
-    fetch = f"for i in range({BLOCK}):\n" + indent(
-        "".join(_fetch(t, channels, dtype) for t in range(len(taps))), 4
-    )
-    prelude = "fx = sxs[xi]\nfy = sys[xi]\n" if method == LINEAR else ""
+    phases = [(True, coordinates), (True, _PHASE_ROUNDED[method]), (True, positions)]
+    if method == NEAREST and whole_pixel(dtype, channels):
+        return [*phases, *_nearest_pixels(dtype, channels, border)]
+    if method == NEAREST:  # the fetch is the output: copied as it is, or the border
+        return [*phases, (False, _nearest_copy(channels, dtype, border))]
+    prelude = "fx = sxs[xi]\nfy = sys[xi]\n"
     for t in range(len(taps)):
         if border == CONSTANT:
             prelude += f"in{t} = inside[{t} * {BLOCK} + xi] != 0\n"
 
     def tap_value(t: int, c: int) -> str:
-        if not _packs(dtype, channels):
-            loaded = f"values[({t} * {channels} + {c}) * {BLOCK} + xi]"
-        else:
-            word = f"words[{t} * {BLOCK} + xi]"
-            mask = (1 << (8 * itemsize)) - 1
-            loaded = f'T.Cast("float32", T.shift_right({word}, {c * itemsize * 8}) & {mask})'
-        return _bordered(t, c, loaded, border)
+        return _bordered(t, c, _pair_value(t, c, channels, dtype), border)
 
-    phases = [(True, coordinates), (True, _PHASE_ROUNDED[method]), (True, positions)]
-    if method == NEAREST:  # the fetch is the output: copied as it is, or the border
-        return [*phases, (False, _nearest_copy(channels, dtype, border))]
     interpolated = _inline(prelude + _store(x, channels, dtype, method, tap_value))
-    return [*phases, (False, fetch), (True, interpolated)]
+    return [*phases, (False, _fetch_pairs(channels, dtype)), (True, interpolated)]
+
+
+def whole_pixel(dtype: str, channels: int) -> str | None:
+    """The unsigned integer a pixel of 1, 2 or 4 bytes is (gray of any dtype, uint8 BGRA), or
+    None."""
+    return {1: "uint8", 2: "uint16", 4: "uint32"}.get(channels * np.dtype(dtype).itemsize)
+
+
+def _nearest_pixels(dtype: str, channels: int, border: int) -> list[tuple[bool, str]]:
+    """A nearest-neighbour block whose pixels are whole integers: fetched by a scalar loop,
+    then the border put in and the block stored as vectors (contiguous pixels)."""
+    whole = whole_pixel(dtype, channels)
+    fetch = f"for i in range({BLOCK}):\n    pixels[i] = src_pixels[taps[i]]\n"
+    value = "pixels[xi]"
+    if border == CONSTANT:
+        itemsize = np.dtype(dtype).itemsize
+        parts = [
+            f'T.shift_left(T.Cast("{whole}", T.reinterpret("uint{8 * itemsize}",'
+            f' T.Cast("{dtype}", border[{c}]))), T.{whole}({8 * itemsize * c}))'
+            for c in range(channels)
+        ]
+        value = f"T.Select(inside[xi] != 0, pixels[xi], {' | '.join(parts)})"
+    store = f"dst_pixels[y * W + xo * {BLOCK} + xi] = {value}\n"
+    return [(False, fetch), (True, store)]
 
 
 def _nearest_copy(channels: int, dtype: str, border: int) -> str:
-    """Lane i's pixel of a nearest-neighbour block, copied from its tap (or the border)."""
+    """Lane i's pixel of a nearest-neighbour block, copied from its tap (or the border)
+    channel by channel (LLVM branches on the select per lane: measured faster here than a
+    blend through the mask, 7.0 against 8.4 ms at 1080p BGR on one thread)."""
     lines = []
     for c in range(channels):
         value = f"src[taps[i] * {channels} + {c}]"
@@ -256,15 +321,21 @@ def {name}(
     src = T.decl_buffer((h * w * {channels},), "{dtype}", data=img.data, align=1)
     raw = T.decl_buffer((h * w * {pixel},), "uint8", data=img.data, align=1)
     dst = T.decl_buffer((H * W * {channels},), "{dtype}", data=out.data, align=1)
+    src_pixels = T.decl_buffer((h * w,), "{whole}", data=img.data, align=1)
+    dst_pixels = T.decl_buffer((H * W,), "{whole}", data=out.data, align=1)
     for y in T.parallel(H):
         sxs = T.alloc_buffer(({block},), "float32", scope="local")
         sys = T.alloc_buffer(({block},), "float32", scope="local")
         ixs = T.alloc_buffer(({block},), "int32", scope="local")
         iys = T.alloc_buffer(({block},), "int32", scope="local")
-        taps = T.alloc_buffer(({taps} * {block},), "int32", scope="local")
+        taps = T.alloc_buffer(({block},), "int32", scope="local")
         inside = T.alloc_buffer(({taps} * {block},), "int32", scope="local")
-        words = T.alloc_buffer(({taps} * {block},), "int32", scope="local")
+        bases = T.alloc_buffer(({block},), "int32", scope="local")
+        belows = T.alloc_buffer(({block},), "int32", scope="local")
+        seconds = T.alloc_buffer((2 * {block},), "int32", scope="local")
+        words = T.alloc_buffer((2 * {block},), "{word}", scope="local")
         values = T.alloc_buffer(({taps} * {channels} * {block},), "float32", scope="local")
+        pixels = T.alloc_buffer(({block},), "{whole}", scope="local")
         for xo in range(W // {block}):
 {blocks}
         for x in range(W // {block} * {block}, W):
@@ -291,6 +362,8 @@ def source(dtype: str, channels: int, method: int, border: int) -> tuple[str, st
         pixel=channels * np.dtype(dtype).itemsize,
         block=BLOCK,
         taps=len(_taps(method)),
+        word=word_type(dtype, channels) or "int32",
+        whole=whole_pixel(dtype, channels) or "uint8",
         blocks=indent(blocks, 12),
         tail=indent(tail, 12),
     )
@@ -325,6 +398,11 @@ def warp_affine(
         raise InputError(
             f"warp_affine: out must be a C-contiguous {image.dtype} array of {channels} channels,"
             f" got {describe(out)}"
+        )
+    if method == LINEAR and image.shape[1] < 2:
+        raise InputError(
+            f"warp_affine: LINEAR fetches pixel pairs, so the image must be at least 2 wide, got"
+            f" {image.shape}"
         )
     if image.nbytes > MAX_BYTES or out.nbytes > MAX_BYTES:
         raise InputError(f"warp_affine: images over {MAX_BYTES} bytes are not indexed")

@@ -256,7 +256,7 @@ def warpAffine(
     if not int(flags) & _cv2.WARP_INVERSE_MAP:
         matrix = _invert_affine(matrix)
     value = tuple(float(v) for v in np.ravel(borderValue if borderValue is not None else 0.0))
-    if _runs_warp_kernel(src):
+    if _runs_warp_kernel(src, method):
         out = _warp_kernel(src, matrix, width, height, method, int(borderMode), value)
         return common.finish(out, dst)
     # The matrix is a run-time input: one program per output size, interpolation, border
@@ -267,14 +267,16 @@ def warpAffine(
     )
 
 
-def _runs_warp_kernel(src) -> bool:
+def _runs_warp_kernel(src, method: int) -> bool:
     """Whether an eager call runs gdp.runtime.warp's hand kernel: on arrays of 1, 3 or 4
-    channels, on the cpu target (other targets run the program on their chip)."""
+    channels (at least 2 wide for LINEAR, whose kernel fetches pixel pairs), on the cpu target
+    (other targets run the program on their chip)."""
     from gdp.api import default_target
 
     return (
         not engine.is_graph_call(src)
         and common.channels(src) in (1, 3, 4)
+        and (method == INTER_NEAREST or src.shape[1] >= 2)
         and default_target().name == "cpu"
     )
 

@@ -53,7 +53,7 @@ def test_one_warp_program_serves_every_matrix_and_source_size(monkeypatch):
     gdp.runtime.warp's kernel, which compiles no program: tests/gdp/cv2/test_warp_kernel.py)."""
     from gdp.cv2 import geometry
 
-    monkeypatch.setattr(geometry, "_runs_warp_kernel", lambda src: False)
+    monkeypatch.setattr(geometry, "_runs_warp_kernel", lambda src, method: False)
     cv2.clear_cache()
     for i, (h, w) in enumerate(SIZES):
         image = _image((h, w, 3), np.float32, seed=i)

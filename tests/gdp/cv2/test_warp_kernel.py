@@ -49,7 +49,7 @@ def _check(shapes, dtypes=DTYPES, channels=(1, 3, 4)):
             for c in channels:
                 image = _image((h, w) if c == 1 else (h, w, c), dtype, seed=i * 7 + c)
                 for name, matrix, inverse in _matrices(h, w):
-                    for interp in (real.INTER_NEAREST, real.INTER_LINEAR):
+                    for interp in (real.INTER_NEAREST, real.INTER_LINEAR)[: 1 + (w > 1)]:
                         for border in (real.BORDER_CONSTANT, real.BORDER_REPLICATE):
                             dsize = (w + 3, max(1, h - 1)) if name == "rotation" else (2 * w, h)
                             flags = interp | inverse
@@ -69,6 +69,21 @@ def test_kernel_on_one_thread():
         _check({SHAPES[3:7]!r}, ("uint8", "float32"), (1, 3))
         """
     )
+
+
+def test_one_pixel_wide_linear_runs_the_program():
+    """LINEAR fetches pixel pairs, so a source 1 pixel wide runs the compiled program."""
+    cv2.clear_cache()
+    for c in (1, 3):
+        image = _image((6, 1) if c == 1 else (6, 1, c), "uint8", seed=c)
+        matrix = real.getRotationMatrix2D((0.5, 3), 30.0, 0.7)
+        for border in (real.BORDER_CONSTANT, real.BORDER_REPLICATE):
+            _assert_warps(image, matrix, (5, 4), real.INTER_LINEAR, border, label=f"C{c}")
+    assert cv2.cache_info().programs == 4
+    with pytest.raises(InputError, match="at least 2 wide"):
+        out = np.empty((4, 5), np.uint8)
+        coefficients, rows = np.zeros(4, np.float32), np.zeros(4, np.float32)
+        warp.warp_affine(np.zeros((6, 1), np.uint8), out, coefficients, rows, rows, [0], 1, 0)
 
 
 def test_real_photo_at_1080p():
