@@ -286,6 +286,15 @@ class LazyModule:
         return getattr(self._module, attr)
 
 
+def on_host(*arrays) -> bool:
+    """Whether an eager call on these arrays runs gdp.runtime's hand kernels for the host CPU
+    (warp, lookup, histogram, Canny's levels): on arrays, on the cpu target (other targets run
+    the compiled program on their chip)."""
+    from gdp.api import default_target
+
+    return not any(is_tensor(a) for a in arrays) and default_target().name == "cpu"
+
+
 def tvm_target() -> bool:
     """Whether the current target compiles through TVM (cpu, gpu), which takes ops that ONNX
     Runtime (the reference target) or opset 13 (the NPU's) lack: 16-bit integer min and max,

@@ -863,9 +863,7 @@ def Canny(image, threshold1, threshold2, edges=None, apertureSize=3, L2gradient=
             f"{image.shape[0]}x{image.shape[1]} is more than the {hysteresis.MAX_PIXELS} pixels"
             " gdp's hysteresis kernel indexes"
         )
-    from gdp.api import default_target
-
-    if image.ndim == 2 and apertureSize == 3 and default_target().name == "cpu":
+    if image.ndim == 2 and apertureSize == 3 and common.on_host(image):
         # Gray with the 3x3 Sobel on the cpu target: one hand TIR kernel for the host to the
         # level map (other targets run the program on their chip), flooded in place (in
         # `edges` where it fits and is not the image: the kernel's strips read rows that

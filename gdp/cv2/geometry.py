@@ -271,13 +271,10 @@ def _runs_warp_kernel(src, method: int) -> bool:
     """Whether an eager call runs gdp.runtime.warp's hand kernel: on arrays of 1, 3 or 4
     channels (at least 2 wide for LINEAR, whose kernel fetches pixel pairs), on the cpu target
     (other targets run the program on their chip)."""
-    from gdp.api import default_target
-
     return (
-        not engine.is_graph_call(src)
+        common.on_host(src)
         and common.channels(src) in (1, 3, 4)
         and (method == INTER_NEAREST or src.shape[1] >= 2)
-        and default_target().name == "cpu"
     )
 
 

@@ -76,6 +76,12 @@ def threshold(src, thresh, maxval, type, dst=None):
     if automatic == _cv2.THRESH_OTSU:
         if kind == _cv2.THRESH_TRUNC:  # the threshold becomes maxval's role: not accelerated
             raise common.NotAccelerated("THRESH_OTSU with THRESH_TRUNC is not accelerated")
+        if common.on_host(src):  # a histogram, Otsu's split on the host, a lookup
+            from gdp.runtime.lut import histogram, lookup
+
+            value = _otsu(histogram(src))
+            out = lookup(src, _threshold_table(kind, int(value), m))
+            return value, common.finish(out, dst)
         if graph:
             return _threshold_otsu(src, kind, m)
         # One program for every size (the histogram normalised by its own sum, the pixel
@@ -85,8 +91,68 @@ def threshold(src, thresh, maxval, type, dst=None):
             "threshold.otsu", _threshold_otsu, [src], params, 2, {"maxval": m}, True
         )
         return float(value), common.finish(out, dst)
+    if dtype == "uint8" and common.on_host(src):
+        from gdp.runtime.lut import lookup
+
+        return retval, common.finish(lookup(src, _threshold_table(kind, t, m)), dst)
     values = {"thresh": t, "maxval": m}
     return retval, engine.call("threshold", _threshold, [src], {"kind": kind}, dst, values, True)
+
+
+_LEVELS = np.arange(256)
+
+
+def _threshold_table(kind: int, thresh: int, maxval: int) -> np.ndarray:
+    """uint8 threshold of every level: gdp.ops.pointwise.threshold's arithmetic (`thresh`
+    floor(thresh) in [-1, 255], -1 meaning every pixel above; `maxval` in [0, 255])."""
+    t_int = min(max(int(thresh), -1), 255)
+    t, m = max(t_int, 0), min(max(int(maxval), 0), 255)
+    above = (t < _LEVELS) | (t_int < 0)
+    chosen = {
+        _cv2.THRESH_BINARY: (m, 0),
+        _cv2.THRESH_BINARY_INV: (0, m),
+        _cv2.THRESH_TRUNC: (t, _LEVELS),
+        _cv2.THRESH_TOZERO: (_LEVELS, 0),
+        _cv2.THRESH_TOZERO_INV: (0, _LEVELS),
+    }[kind]
+    return np.where(above, *chosen).astype(np.uint8)
+
+
+_FLT_EPSILON = float(np.finfo(np.float32).eps)
+
+
+def _otsu(hist: np.ndarray) -> float:
+    """gdp.ops.pointwise.otsu_threshold from a 256-bin histogram, in NumPy: its cumulative sums
+    are of integers, exact in float64 in any order, and the rest is elementwise."""
+    hist = hist.astype(np.float64)
+    scale = 1.0 / hist.sum()
+    levels = _LEVELS.astype(np.float64)
+    mu = (hist * levels).sum() * scale
+    q1 = np.cumsum(hist) * scale
+    q2 = 1.0 - q1
+    valid = (np.minimum(q1, q2) >= _FLT_EPSILON) & (np.maximum(q1, q2) <= 1.0 - _FLT_EPSILON)
+    safe_q1 = np.where(valid, q1, 1.0)
+    safe_q2 = np.where(valid, q2, 1.0)
+    mu1 = np.cumsum(levels * hist) * scale / safe_q1
+    mu2 = (mu - q1 * mu1) / safe_q2
+    sigma = np.where(valid, q1 * q2 * (mu1 - mu2) * (mu1 - mu2), 0.0)
+    best = (sigma >= sigma.max()) & (sigma > 0.0)
+    return float(np.argmax(best)) if best.any() else 0.0
+
+
+def _equalize_table(hist: np.ndarray) -> np.ndarray:
+    """gdp.ops.pointwise.equalize_hist's table from a 256-bin histogram, in NumPy (float32
+    scale and products, as the graph's)."""
+    total = int(hist.sum())
+    first = int(np.argmax(hist > 0))
+    if int(hist[first]) == total:  # one level: the image is that level
+        return np.full(256, first, np.uint8)
+    cumulative = np.cumsum(hist)
+    above = cumulative - cumulative[first]
+    scale = np.float32(255.0) / np.float32(max(total - int(hist[first]), 1))
+    table = np.clip(np.rint(above.astype(np.float32) * scale), 0, 255).astype(np.uint8)
+    table[: first + 1] = 0
+    return table
 
 
 # --- arithmetic ------------------------------------------------------------------------------
@@ -129,6 +195,10 @@ def convertScaleAbs(src, dst=None, alpha=1.0, beta=0.0):
         raise common.NotAccelerated(f"{_dtype(src)} is not accelerated")
     if graph:
         return ops.convert_scale_abs(src, float(alpha), float(beta))
+    if _dtype(src) == "uint8" and common.on_host(src):
+        from gdp.runtime.lut import lookup
+
+        return common.finish(lookup(src, _scale_abs_table(float(alpha), float(beta))), dst)
     if _dtype(src) == "uint8":  # a 256-entry table of this call's alpha and beta
         table = _scale_abs_table(float(alpha), float(beta))
         out = engine.run("convertScaleAbs.table", _lookup, [src, table], {}, free=1)
@@ -215,6 +285,10 @@ def LUT(src, lut, dst=None):
 
         return ops.lut(src, tf.reshape(tf.convert_to_tensor(table), shape))
     table = np.ascontiguousarray(table.reshape(shape))
+    if lutcn == 1 and table.dtype == np.uint8 and common.on_host(src):
+        from gdp.runtime.lut import lookup
+
+        return common.finish(lookup(src, table), dst)
     return common.finish(engine.run("LUT", _lut, [src, table], {}, free=1), dst)
 
 
@@ -453,5 +527,9 @@ def equalizeHist(src, dst=None):
         raise common.error("equalizeHist", "_src.type() == CV_8UC1")
     if graph:
         return _equalize_hist(src)
+    if common.on_host(src) and src.size:
+        from gdp.runtime.lut import histogram, lookup
+
+        return common.finish(lookup(src, _equalize_table(histogram(src))), dst)
     params = {"scatter": common.tvm_target()}
     return engine.call("equalizeHist", _equalize_hist, [src], params, dst, free=True)

@@ -240,6 +240,10 @@ OTHERS = [
 ]
 
 
+# On the cpu target these run gdp.runtime.lut's hand kernels, which compile no program.
+HAND_KERNELS = {"equalizeHist", "Otsu"}
+
+
 @pytest.mark.parametrize("name,call", OTHERS, ids=[o[0] for o in OTHERS])
 def test_one_program_of_the_others_serves_every_size(name, call):
     cv2.clear_cache()
@@ -256,7 +260,7 @@ def test_one_program_of_the_others_serves_every_size(name, call):
             else:
                 np.testing.assert_array_equal(got, want)
 
-    assert _compilations(run) == 1
+    assert _compilations(run) == (0 if name in HAND_KERNELS else 1)
 
 
 def test_one_min_max_loc_program_serves_every_size():

@@ -11,12 +11,24 @@ import textwrap
 
 import cv2 as real
 import numpy as np
+import pytest
 
 import gdp.cv2 as cv2
 from gdp.cv2 import engine, kernels
 from tests.conformance.core import REL_1E5, bound, max_error
 
 SIZES = [(17, 23), (40, 31), (9, 64)]
+
+
+@pytest.fixture(autouse=True)
+def _programs(monkeypatch):
+    """The compiled programs, as other targets run them: on the cpu target, eager calls of some
+    functions run gdp.runtime's hand kernels instead, which compile no program (warpAffine,
+    uint8 threshold, convertScaleAbs, LUT, equalizeHist; tests/gdp/cv2/test_warp_kernel.py,
+    test_lookup_kernels.py)."""
+    from gdp.cv2 import common
+
+    monkeypatch.setattr(common, "on_host", lambda *arrays: False)
 
 
 def _image(shape, dtype=np.uint8, seed=0):
@@ -48,12 +60,7 @@ def test_one_threshold_program_serves_every_size_and_value():
     assert _programs_made(lambda: cv2.threshold(_image((5, 6)), 9, 255, 0)) == 1
 
 
-def test_one_warp_program_serves_every_matrix_and_source_size(monkeypatch):
-    """The program other targets run (the cpu target's eager calls on 1, 3 or 4 channels run
-    gdp.runtime.warp's kernel, which compiles no program: tests/gdp/cv2/test_warp_kernel.py)."""
-    from gdp.cv2 import geometry
-
-    monkeypatch.setattr(geometry, "_runs_warp_kernel", lambda src, method: False)
+def test_one_warp_program_serves_every_matrix_and_source_size():
     cv2.clear_cache()
     for i, (h, w) in enumerate(SIZES):
         image = _image((h, w, 3), np.float32, seed=i)
@@ -176,7 +183,8 @@ CALL = """
     import numpy as np
     import cv2 as real
     import gdp.cv2 as cv2
-    image = np.random.default_rng({seed}).integers(0, 256, {shape}, dtype=np.uint8)
+    # float32: a uint8 threshold runs a hand kernel, which compiles no program
+    image = np.random.default_rng({seed}).random({shape}, dtype=np.float32) * 255
     got = cv2.threshold(image, {thresh}, 255, cv2.THRESH_TOZERO)
     want = real.threshold(image, {thresh}, 255, real.THRESH_TOZERO)
     print(json.dumps({{
