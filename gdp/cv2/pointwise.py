@@ -7,6 +7,7 @@ tensor, minMaxLoc as (min, max, minLoc, maxLoc) with the locations as (x, y) int
 
 from __future__ import annotations
 
+import functools
 import math
 
 import cv2 as _cv2
@@ -102,9 +103,11 @@ def threshold(src, thresh, maxval, type, dst=None):
 _LEVELS = np.arange(256)
 
 
+@functools.lru_cache(maxsize=64)
 def _threshold_table(kind: int, thresh: int, maxval: int) -> np.ndarray:
     """uint8 threshold of every level: gdp.ops.pointwise.threshold's arithmetic (`thresh`
-    floor(thresh) in [-1, 255], -1 meaning every pixel above; `maxval` in [0, 255])."""
+    floor(thresh) in [-1, 255], -1 meaning every pixel above; `maxval` in [0, 255]). Kept for
+    the calls' last values (shared: never written)."""
     t_int = min(max(int(thresh), -1), 255)
     t, m = max(t_int, 0), min(max(int(maxval), 0), 255)
     above = (t < _LEVELS) | (t_int < 0)
@@ -164,8 +167,10 @@ def _f32(value: float) -> float:
     return float(np.float32(value))
 
 
+@functools.lru_cache(maxsize=64)
 def _scale_abs_table(alpha: float, beta: float) -> np.ndarray:
-    """convertScaleAbs of every uint8 level: gdp.ops.pointwise.convert_scale_abs's table."""
+    """convertScaleAbs of every uint8 level: gdp.ops.pointwise.convert_scale_abs's table (kept
+    for the calls' last values; shared: never written)."""
     x = np.arange(256, dtype=np.float64) * _f32(alpha) + _f32(beta)
     return np.clip(np.rint(np.abs(x.astype(np.float32))), 0, 255).astype(np.uint8)
 
