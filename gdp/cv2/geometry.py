@@ -155,6 +155,11 @@ def resize(src, dsize, dst=None, fx=0, fy=0, interpolation=_cv2.INTER_LINEAR):
     # length, so one program per structure (interpolation, dtype, channels, tap counts, pass
     # order) serves every source and output size.
     channels = common.channels(src)
+    if method == INTER_NEAREST and common.on_host(src):
+        from gdp.runtime.nearest import resize_nearest
+
+        plan = _nearest_plan(src.shape, src.dtype, width, height, scale_x, scale_y)
+        return common.finish(resize_nearest(src, plan), dst)
     flat = np.ascontiguousarray(src).reshape(h, w * channels)
     # A size called often gets a program of its own (engine.sized_program), compiled in the
     # background: its tables constants that TVM folds into one kernel, 2-6x faster than the
@@ -181,6 +186,20 @@ def resize(src, dsize, dst=None, fx=0, fy=0, interpolation=_cv2.INTER_LINEAR):
         out = engine.execute(generic, arrays)
     shape = (height, width) if src.ndim == 2 else (height, width, channels)
     return common.finish(out.reshape(shape), dst)
+
+
+@functools.lru_cache(maxsize=64)
+def _nearest_plan(shape, dtype, width, height, scale_x, scale_y):
+    """gdp.runtime.nearest's plan of INTER_NEAREST: the source row of each output row and
+    column of each output column (gdp.ops.resize_tables.axis_taps), kept for the sizes met
+    last."""
+    from gdp.ops import resize_tables
+    from gdp.runtime import nearest
+
+    h, w = shape[:2]
+    rows = resize_tables.axis_taps(h, height, scale_y, INTER_NEAREST)[0][:, 0]
+    cols = resize_tables.axis_taps(w, width, scale_x, INTER_NEAREST)[0][:, 0]
+    return nearest.plan(shape, dtype, rows, cols)
 
 
 @functools.lru_cache(maxsize=64)

@@ -64,7 +64,8 @@ def test_one_resize_program_serves_every_size(name, call, tolerance):
             diff = np.abs(got.astype(np.int32) - want.astype(np.int32)).max()
             assert diff <= tolerance, (image.shape, diff)
 
-    assert _compilations(run) == 1
+    # nearest runs gdp.runtime.nearest's hand kernel on the cpu target: no program
+    assert _compilations(run) == (0 if name.startswith("nearest") else 1)
 
 
 def test_resize_gray_area_and_float_over_sizes():

@@ -1,0 +1,78 @@
+"""gdp.cv2.resize with INTER_NEAREST runs gdp.runtime.nearest's hand kernel on the cpu target:
+against OpenCV for every dtype it takes and 1 to 4 channels (whole-pixel and value-by-value
+copies), enlarging and shrinking, at sizes that move a row's last pixel and the image's end, on
+views and into dst, on both thread counts; no program compiled."""
+
+import cv2 as real
+import numpy as np
+import pytest
+import skimage.data
+
+import gdp.cv2 as cv2
+from gdp.errors import InputError
+from gdp.runtime import nearest
+from tests.gdp.cv2.one_thread import run_on_one_thread
+
+DTYPES = (np.uint8, np.uint16, np.int16, np.float32, np.float64)
+SHAPES = [(1, 1), (7, 9), (33, 65), (120, 77)]
+
+
+def _image(shape, dtype, seed):
+    values = np.random.default_rng(seed).random(shape) * 300 - 20
+    return values.astype(dtype) if np.dtype(dtype).kind == "f" else values.clip(0).astype(dtype)
+
+
+def _same(image, *args, **kwargs):
+    kwargs["interpolation"] = real.INTER_NEAREST
+    got, want = cv2.resize(image, *args, **kwargs), real.resize(image, *args, **kwargs)
+    assert got.shape == want.shape and got.dtype == want.dtype, (image.shape, args, kwargs)
+    np.testing.assert_array_equal(got, want, err_msg=f"{image.dtype} {image.shape} {args}")
+
+
+def _check(dtypes=DTYPES, shapes=SHAPES):
+    cv2.clear_cache()
+    for dtype in dtypes:
+        for c in (1, 2, 3, 4):
+            for h, w in shapes:
+                image = _image((h, w, c) if c > 1 else (h, w), dtype, seed=h * c)
+                for dsize in ((1, 1), (2 * w + 1, 3 * h), (max(1, w // 3), max(1, h // 2))):
+                    _same(image, dsize)
+                if round(w * 0.37) and round(h * 1.9):
+                    _same(image, None, fx=0.37, fy=1.9)
+    assert cv2.cache_info().programs == 0
+
+
+def test_kernel_matches_opencv():
+    _check()
+
+
+def test_kernel_on_one_thread():
+    run_on_one_thread(
+        """
+        import numpy as np
+        from tests.gdp.cv2.test_nearest_kernel import _check
+        _check((np.uint8, np.float32), [(33, 65), (120, 77)])
+        """
+    )
+
+
+def test_real_photo_views_and_dst():
+    bgr = real.cvtColor(real.resize(skimage.data.astronaut(), (1920, 1080)), real.COLOR_RGB2BGR)
+    for image in (bgr, real.cvtColor(bgr, real.COLOR_BGR2GRAY), bgr[::3, 7:900:2]):
+        for dsize in ((640, 360), (224, 224), (3840, 2160)):
+            _same(image, dsize)
+    dst = np.zeros((360, 640, 3), np.uint8)
+    assert cv2.resize(bgr, (640, 360), dst, interpolation=real.INTER_NEAREST) is dst
+    np.testing.assert_array_equal(dst, real.resize(bgr, (640, 360), interpolation=0))
+
+
+def test_plan_refuses_what_it_does_not_take():
+    with pytest.raises(InputError, match="outside the 4x5 image"):
+        nearest.plan((4, 5), np.uint8, [0, 4], [0])
+    with pytest.raises(InputError, match="outside"):
+        nearest.plan((4, 5, 3), np.uint8, [0], [-1])
+    with pytest.raises(InputError, match="numbers"):
+        nearest.plan((4, 5), np.dtype(object), [0], [0])
+    plan = nearest.plan((4, 5), np.uint8, [0, 3], [4])
+    with pytest.raises(InputError, match="the plan is for uint8"):
+        nearest.resize_nearest(np.zeros((4, 6), np.uint8), plan)
