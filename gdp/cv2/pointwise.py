@@ -361,8 +361,32 @@ def meanStdDev(src, mean=None, stddev=None, mask=None):
         raise common.NotAccelerated(reason)
     if graph:
         return ops.mean_std(src)
+    if _host_moments(src):
+        from gdp.runtime.moments import sums
+
+        totals, squares = sums(src)
+        scale = _pixel_scale(src)
+        m = totals * scale
+        s = np.sqrt(np.maximum(squares * scale - m * m, 0.0))
+        return common.finish(m[:, None], mean), common.finish(s[:, None], stddev)
     m, s = engine.run("meanStdDev", _mean_std, [src], {}, outputs=2, free=True)
     return common.finish(np.asarray(m), mean), common.finish(np.asarray(s), stddev)
+
+
+def _host_moments(src) -> bool:
+    """Whether gdp.runtime.moments' kernel sums this eager call's image: uint8 of 1 to 4
+    channels, not empty, on the cpu target."""
+    return (
+        _dtype(src) == "uint8"
+        and common.channels(src) <= 4
+        and src.size > 0
+        and common.on_host(src)
+    )
+
+
+def _pixel_scale(src) -> float:
+    """_pixels' 1 / (height * width) in float64, on the host."""
+    return 1.0 / (float(src.shape[0]) * float(src.shape[1]))
 
 
 def _pixels(image):
@@ -478,6 +502,10 @@ def mean(src, mask=None):
         raise common.NotAccelerated(reason)
     if graph:
         return _four_tensor(ops.mean_channels(src))
+    if _host_moments(src):
+        from gdp.runtime.moments import sums
+
+        return _four(sums(src)[0] * _pixel_scale(src))
     return _four(engine.run("mean", _mean_channels, [src], {}, free=True))
 
 
@@ -488,6 +516,10 @@ def sumElems(src):
         raise common.NotAccelerated(reason)
     if graph:
         return _four_tensor(ops.sum_channels(src))
+    if _host_moments(src):
+        from gdp.runtime.moments import sums
+
+        return _four(sums(src)[0])
     return _four(engine.run("sumElems", _sum_channels, [src], {}, free=True))
 
 

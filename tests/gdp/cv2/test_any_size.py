@@ -241,8 +241,8 @@ OTHERS = [
 ]
 
 
-# On the cpu target these run gdp.runtime.lut's hand kernels, which compile no program.
-HAND_KERNELS = {"equalizeHist", "Otsu"}
+# On the cpu target these run gdp.runtime's hand kernels (lut, moments): no program.
+HAND_KERNELS = {"equalizeHist", "Otsu", "mean", "meanStdDev"}
 
 
 @pytest.mark.parametrize("name,call", OTHERS, ids=[o[0] for o in OTHERS])
