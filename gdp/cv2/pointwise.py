@@ -259,6 +259,10 @@ def addWeighted(src1, alpha, src2, beta, gamma, dst=None, dtype=-1):
         return ops.add_weighted(
             src1, float(alpha), src2, float(beta), float(gamma), _tf_dtype(out_dtype)
         )
+    if out_dtype == "uint8" and _dtype(src1) == "uint8" and common.on_host(src1, src2):
+        from gdp.runtime.blend import add_weighted
+
+        return common.finish(add_weighted(src1, alpha, src2, beta, gamma), dst)
     if out_dtype == "uint8" and _dtype(src1) == "uint8":  # a table of this call's weights
         table = _add_weighted_table(float(alpha), float(beta), float(gamma))
         arrays = [src1, src2, table]

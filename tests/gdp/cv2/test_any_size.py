@@ -241,8 +241,8 @@ OTHERS = [
 ]
 
 
-# On the cpu target these run gdp.runtime's hand kernels (lut, moments): no program.
-HAND_KERNELS = {"equalizeHist", "Otsu", "mean", "meanStdDev"}
+# On the cpu target these run gdp.runtime's hand kernels (lut, moments, blend): no program.
+HAND_KERNELS = {"equalizeHist", "Otsu", "mean", "meanStdDev", "addWeighted uint8"}
 
 
 @pytest.mark.parametrize("name,call", OTHERS, ids=[o[0] for o in OTHERS])

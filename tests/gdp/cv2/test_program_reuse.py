@@ -23,9 +23,8 @@ SIZES = [(17, 23), (40, 31), (9, 64)]
 @pytest.fixture(autouse=True)
 def _programs(monkeypatch):
     """The compiled programs, as other targets run them: on the cpu target, eager calls of some
-    functions run gdp.runtime's hand kernels instead, which compile no program (warpAffine,
-    uint8 threshold, convertScaleAbs, LUT, equalizeHist; tests/gdp/cv2/test_warp_kernel.py,
-    test_lookup_kernels.py)."""
+    functions run gdp.runtime's hand kernels instead, which compile no program (where
+    gdp.cv2.common.on_host says so; their tests are tests/gdp/cv2/test_*_kernel*.py)."""
     from gdp.cv2 import common
 
     monkeypatch.setattr(common, "on_host", lambda *arrays: False)
