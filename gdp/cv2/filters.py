@@ -605,10 +605,22 @@ def _morph_params(func, kernel, anchor, iterations, borderType, borderValue):
     default = borderValue is None or (
         np.ravel(borderValue).size and float(np.ravel(borderValue)[0]) == 1.7976931348623157e308
     )
+    anchor = tuple(int(a) for a in anchor)
+    iterations = max(int(iterations), 1)
+    kh, kw = kernel.shape
+    sides = (kw, kh)
+    inside = all(-1 <= a < n for a, n in zip(anchor, sides, strict=True))
+    if iterations > 1 and kernel.all() and inside:
+        # OpenCV's morphOp: a rectangle applied n times is one rectangle n - 1 sides larger,
+        # its anchor n times as far in, applied once. The same for a border that clamps, not
+        # for a reflected one (both applied n times, a reflection reflects the first result).
+        ax, ay = (n // 2 if a < 0 else a for a, n in zip(anchor, sides, strict=True))
+        size = (kh + (iterations - 1) * (kh - 1), kw + (iterations - 1) * (kw - 1))
+        kernel, anchor, iterations = np.ones(size, np.uint8), (ax * iterations, ay * iterations), 1
     return dict(
         kernel=kernel.tolist(),
-        anchor=tuple(int(a) for a in anchor),
-        iterations=max(int(iterations), 1),
+        anchor=anchor,
+        iterations=iterations,
         border=_border(func, borderType),
         border_value=None if default else tuple(float(v) for v in np.ravel(borderValue)[:4]),
     )
@@ -653,6 +665,8 @@ def _in_steps(src, params: dict, op: int | None) -> bool:
     (_morph_free)."""
     if engine.is_graph_call(src):
         return False
+    if _rect_on_host(src, params):
+        return True
     kernel = np.asarray(params["kernel"])
     kh, kw = kernel.shape
     return (
@@ -663,6 +677,21 @@ def _in_steps(src, params: dict, op: int | None) -> bool:
     )
 
 
+def _rect_on_host(src, params: dict) -> bool:
+    """Whether an eager morphology's steps run gdp.runtime.morph's kernel: a uint8 image, a
+    rectangular kernel (every tap set) with its anchor inside it, and a border that clamps the
+    window (the default constant, or BORDER_REPLICATE), on the cpu target."""
+    kernel = np.asarray(params["kernel"])
+    if not (kernel.size and kernel.all() and src.size and common.dtype_of(src) == np.uint8):
+        return False
+    (kh, kw), (ax, ay) = kernel.shape, params["anchor"]
+    anchored = ax in range(-1, kw) and ay in range(-1, kh)
+    clamps = params["border"] == _cv2.BORDER_REPLICATE or (
+        params["border"] == _cv2.BORDER_CONSTANT and params["border_value"] is None
+    )
+    return anchored and clamps and common.on_host(src)
+
+
 def _morph_steps(src: np.ndarray, params: dict, dilations: list[bool]) -> np.ndarray:
     """`src` eroded or dilated once per entry of `dilations`, in turn, each through the
     program of erode's or dilate's single application (shared with those calls): what
@@ -670,6 +699,13 @@ def _morph_steps(src: np.ndarray, params: dict, dilations: list[bool]) -> np.nda
     over memory than a single program, no compile for a new size."""
     single = dict(params, iterations=1)
     out = src
+    if _rect_on_host(src, params):
+        from gdp.runtime.morph import rect
+
+        kh, kw = np.asarray(params["kernel"]).shape
+        for dilate in dilations:
+            out = rect(out, kh, kw, params["anchor"], dilate)
+        return out
     for dilate in dilations:
         name = "dilate" if dilate else "erode"
         step = dict(single, dilate=dilate)
