@@ -115,7 +115,8 @@ FILTERS = [
     ("gradient", lambda m, x: m.morphologyEx(x, m.MORPH_GRADIENT, ELLIPSE)),
     # Past 25 taps: window extremes of the kernel's runs (sparse tables), cut for any size.
     ("gradient ellipse 21", lambda m, x: m.morphologyEx(x, m.MORPH_GRADIENT, ELLIPSE_21)),
-    ("erode rectangle 23x25 replicate", lambda m, x: m.erode(x, np.ones((25, 23)), borderType=1)),
+    # (a rectangle under a border that clamps runs gdp.runtime.morph: test_morph_kernel.py)
+    ("erode rectangle 23x25 reflect", lambda m, x: m.erode(x, np.ones((25, 23)), borderType=4)),
     ("tophat reflect", lambda m, x: m.morphologyEx(x, m.MORPH_TOPHAT, CROSS, borderType=4)),
     ("median 3 uint16", lambda m, x: m.medianBlur(x.astype(np.uint16) * 257, 3)),
     ("median 3 uint8", lambda m, x: m.medianBlur(x, 3)),
