@@ -286,13 +286,20 @@ class LazyModule:
         return getattr(self._module, attr)
 
 
-def on_host(*arrays) -> bool:
+# The hand kernels index their arrays with int32 offsets.
+HOST_KERNEL_BYTES = 1 << 31
+
+
+def on_host(*arrays, out_bytes: int = 0) -> bool:
     """Whether an eager call on these arrays runs gdp.runtime's hand kernels for the host CPU
-    (warp, lookup, histogram, Canny's levels): on arrays, on the cpu target (other targets run
-    the compiled program on their chip)."""
+    (warp, lookup, histogram, nearest, moments, blend, morph, Canny's levels): on arrays under
+    2 GB (and an output of `out_bytes`), on the cpu target (other targets run the compiled
+    program on their chip)."""
     from gdp.api import default_target
 
-    return not any(is_tensor(a) for a in arrays) and default_target().name == "cpu"
+    if any(is_tensor(a) or a.nbytes >= HOST_KERNEL_BYTES for a in arrays):
+        return False
+    return out_bytes < HOST_KERNEL_BYTES and default_target().name == "cpu"
 
 
 def tvm_target() -> bool:

@@ -155,7 +155,8 @@ def resize(src, dsize, dst=None, fx=0, fy=0, interpolation=_cv2.INTER_LINEAR):
     # length, so one program per structure (interpolation, dtype, channels, tap counts, pass
     # order) serves every source and output size.
     channels = common.channels(src)
-    if method == INTER_NEAREST and common.on_host(src):
+    out_bytes = width * height * src.itemsize * channels
+    if method == INTER_NEAREST and common.on_host(src, out_bytes=out_bytes):
         from gdp.runtime.nearest import resize_nearest
 
         plan = _nearest_plan(src.shape, src.dtype, width, height, scale_x, scale_y)
@@ -275,7 +276,7 @@ def warpAffine(
     if not int(flags) & _cv2.WARP_INVERSE_MAP:
         matrix = _invert_affine(matrix)
     value = tuple(float(v) for v in np.ravel(borderValue if borderValue is not None else 0.0))
-    if _runs_warp_kernel(src, method):
+    if _runs_warp_kernel(src, method, width, height):
         out = _warp_kernel(src, matrix, width, height, method, int(borderMode), value)
         return common.finish(out, dst)
     # The matrix is a run-time input: one program per output size, interpolation, border
@@ -286,14 +287,17 @@ def warpAffine(
     )
 
 
-def _runs_warp_kernel(src, method: int) -> bool:
+def _runs_warp_kernel(src, method: int, width: int, height: int) -> bool:
     """Whether an eager call runs gdp.runtime.warp's hand kernel: on arrays of 1, 3 or 4
     channels (at least 2 wide for LINEAR, whose kernel fetches pixel pairs), on the cpu target
     (other targets run the program on their chip)."""
+    if engine.is_graph_call(src):
+        return False
+    out_bytes = width * height * src.itemsize * common.channels(src)
     return (
-        common.on_host(src)
-        and common.channels(src) in (1, 3, 4)
+        common.channels(src) in (1, 3, 4)
         and (method == INTER_NEAREST or src.shape[1] >= 2)
+        and common.on_host(src, out_bytes=out_bytes)
     )
 
 

@@ -76,3 +76,14 @@ def test_plan_refuses_what_it_does_not_take():
     plan = nearest.plan((4, 5), np.uint8, [0, 3], [4])
     with pytest.raises(InputError, match="the plan is for uint8"):
         nearest.resize_nearest(np.zeros((4, 6), np.uint8), plan)
+
+
+def test_hand_kernels_leave_arrays_of_2_gb_to_the_programs():
+    """The hand kernels index with int32 offsets: an input or output of 2 GB or more runs the
+    compiled program (an untouched np.empty reserves no memory)."""
+    from gdp.cv2 import common
+
+    small = np.zeros((4, 4), np.uint8)
+    assert common.on_host(small)
+    assert not common.on_host(np.empty(1 << 31, np.uint8))
+    assert not common.on_host(small, out_bytes=1 << 31)

@@ -27,7 +27,7 @@ def _programs(monkeypatch):
     gdp.cv2.common.on_host says so; their tests are tests/gdp/cv2/test_*_kernel*.py)."""
     from gdp.cv2 import common
 
-    monkeypatch.setattr(common, "on_host", lambda *arrays: False)
+    monkeypatch.setattr(common, "on_host", lambda *arrays, out_bytes=0: False)
 
 
 def _image(shape, dtype=np.uint8, seed=0):
