@@ -36,7 +36,7 @@ STRIPS = 16
 
 # One gradient row `yy` (-1 and h: a zero magnitude row) into ring slot (yy + 3) % 3. {x}: the
 # column; {xl} and {xr}: its left and right neighbours' columns. Its names are inlined
-# (_inline) before it is a kernel's body; the magnitude reads dx and dy back from the ring, which
+# (inline) before it is a kernel's body; the magnitude reads dx and dy back from the ring, which
 # LLVM forwards from the stores (computed again from the image, after a store it cannot prove
 # is not to the image, they cost the gradient loop twice its work).
 _GRADIENT = """\
@@ -99,7 +99,7 @@ out[y, {x}] = T.Select(local_max and m > T.{t}(low), level, T.uint8(0))
 """
 
 
-# The names _SOURCE and _ROW bind, inlined (_inline).
+# The names _SOURCE and _ROW bind, inlined (inline).
 _ROW_NAMES = ("w2", "rows", "base", "y0", "y1", "yy", "ya", "yc", "mag", "xb", "c", "u", "d")
 
 _SOURCE = """
@@ -134,7 +134,7 @@ def canny_levels(
 """
 
 
-def _inline(text: str, names: tuple[str, ...] | None = None) -> str:
+def inline(text: str, names: tuple[str, ...] | None = None) -> str:
     """`name = expression` lines (of `names`, else of any name) substituted into the lines
     after them, so that the kernel binds no names: TVM 0.27's loop vectorizer broadcasts a
     let-bound value as if it were the same in every lane (measured: a vectorized row of levels
@@ -162,13 +162,13 @@ def _columns(body: str, start: str, stop: str, lanes: int) -> str:
     """`body` (a template over {x}) for x in [start, stop): `lanes` columns at a time as TIR
     vectors, then the rest one by one."""
     count = f"T.max({stop} - ({start}), 0)"  # a negative count would run the tail backwards
-    vector = _inline(body.format(x=f"({start} + xo * {lanes} + xi)"))
+    vector = inline(body.format(x=f"({start} + xo * {lanes} + xi)"))
     return (
         f"for xo in range({count} // {lanes}):\n"
         f"    for xi in T.vectorized({lanes}):\n"
         + indent(vector, 8)
         + f"for x in range({start} + {count} // {lanes} * {lanes}, {stop}):\n"
-        + indent(_inline(body.format(x="x")), 4)
+        + indent(inline(body.format(x="x")), 4)
     )
 
 
@@ -196,7 +196,7 @@ def source(l2_gradient: bool) -> str:
         "w - 1",
         lanes,
     )
-    border = _inline(
+    border = inline(
         gradient.format(
             x="xb", xl="T.max(xb - 1, 0)", xr="T.min(xb + 1, w - 1)", magnitude=magnitude
         )
@@ -209,7 +209,7 @@ def source(l2_gradient: bool) -> str:
         next_row=indent(row, 16),
         nms=indent(_columns(_NMS.replace("{t}", t), "0", "w", lanes), 16),
     )
-    return _inline(text, _ROW_NAMES)
+    return inline(text, _ROW_NAMES)
 
 
 # Flat offsets into the ring and the image are int32.

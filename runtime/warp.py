@@ -26,7 +26,7 @@ import functools
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.canny import _inline
+from gdp.runtime.canny import inline
 from gdp.runtime.hysteresis import describe, indent
 
 # OpenCV's vector block (gdp.ops.geometry.WARP_VECTOR_BLOCK): a block's pixels take the vector
@@ -125,14 +125,14 @@ def _direct(x: str, coordinate: str, channels: int, dtype: str, method: int, bor
         loaded = f'T.Cast("float32", src[(cy{t} * w + cx{t}) * {channels} + {c}])'
         return _bordered(t, c, loaded, border)
 
-    return _inline(_position(x, coordinate, method) + _store(x, channels, dtype, method, tap_value))
+    return inline(_position(x, coordinate, method) + _store(x, channels, dtype, method, tap_value))
 
 
 # A block of BLOCK columns runs in phases, each writing small buffers the next reads: the
 # coordinates; their rounding (and the weights); the taps' pixel indices and whether each is
 # inside (all over vector lanes); the fetch of each tap's pixel (a scalar loop); then the
 # channels, interpolated and stored (vector lanes). Phases rather than one expression: TVM 0.27's
-# vectorizer takes no let-bound names (see gdp.runtime.canny._inline), and inlined into one
+# vectorizer takes no let-bound names (see gdp.runtime.canny.inline), and inlined into one
 # expression the coordinate was computed again for every use (measured: 20 ms at 1080p gray).
 _PHASE_COORDINATES = """\
 sxs[xi] = T.min(T.max({sx}, T.float32(-2)), T.Cast("float32", w) + T.float32(1))
@@ -256,7 +256,7 @@ def _phases(channels: int, dtype: str, method: int, border: int) -> list[tuple[b
     def tap_value(t: int, c: int) -> str:
         return _bordered(t, c, _pair_value(t, c, channels, dtype), border)
 
-    interpolated = _inline(prelude + _store(x, channels, dtype, method, tap_value))
+    interpolated = inline(prelude + _store(x, channels, dtype, method, tap_value))
     return [*phases, (False, _fetch_pairs(channels, dtype)), (True, interpolated)]
 
 
