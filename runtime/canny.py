@@ -1,7 +1,9 @@
-"""cv2.Canny's first half for a gray uint8 image and aperture 3 as one hand-written TIR kernel:
-Sobel (BORDER_REPLICATE), the L1 or L2 magnitude, non-maximum suppression with OpenCV's
-direction rule and the double threshold, written as the level map gdp.runtime.hysteresis floods
-in place (0: no candidate, 1: a weak one, 2: a strong one).
+"""cv2.Canny's first half for a uint8 image (gray or of 2-4 interleaved channels) and aperture 3
+as one hand-written TIR kernel: Sobel (BORDER_REPLICATE), the L1 or L2 magnitude (of several
+channels, the channel whose magnitude is largest, the first on ties, as canny.cpp's strict `>`
+picks it), non-maximum suppression with OpenCV's direction rule and the double threshold,
+written as the level map gdp.runtime.hysteresis floods in place (0: no candidate, 1: a weak one,
+2: a strong one).
 
 Why by hand: as a graph (gdp.ops.image.canny_candidates) the backend stores dx, dy, their
 absolute values and the magnitude as five int32 images, pads the magnitude twice and computes
@@ -13,6 +15,11 @@ written once: 1.1 ms (L1, 1080p, 2 threads).
 The arithmetic is canny_candidates' (and canny.cpp's), magnitudes outside the image count as 0.
 Rows are cut into strips run in parallel on TVM's pool; a strip computes the gradient rows on
 either side of it itself, so strips share nothing but the image.
+
+Several channels: a row's gradients are computed over the interleaved values (the neighbours of
+value e are e - channels and e + channels: contiguous vector loads) into a scratch row of the
+strip, then each pixel takes its largest channel into the ring; only that pick reads values
+`channels` apart. (Gradients read channel by channel took 8 such strided loads per value.)
 """
 
 from __future__ import annotations
@@ -34,11 +41,13 @@ VECTOR_BYTES = 64
 # Strips: enough to balance TVM's threads, few enough that each is many rows.
 STRIPS = 16
 
-# One gradient row `yy` (-1 and h: a zero magnitude row) into ring slot (yy + 3) % 3. {x}: the
-# column; {xl} and {xr}: its left and right neighbours' columns. Its names are inlined
-# (inline) before it is a kernel's body; the magnitude reads dx and dy back from the ring, which
-# LLVM forwards from the stores (computed again from the image, after a store it cannot prove
-# is not to the image, they cost the gradient loop twice its work).
+# One gradient row `yy` (-1 and h: a zero magnitude row). {x}: the column (of several channels,
+# the interleaved value); {xl} and {xr}: its left and right neighbours'. The magnitude, dx and
+# dy go to {at} + 0, 1, 2 times {row} (ring slot (yy + 3) % 3 of a gray image; the strip's
+# scratch row of a colour one). Its names are inlined (inline) before it is a kernel's body;
+# the magnitude reads dx and dy back from the ring, which LLVM forwards from the stores
+# (computed again from the image, after a store it cannot prove is not to the image, they cost
+# the gradient loop twice its work).
 _GRADIENT = """\
 tl = T.{t}(img[ya, {xl}])
 tc = T.{t}(img[ya, {x}])
@@ -50,11 +59,28 @@ bc = T.{t}(img[yc, {x}])
 br = T.{t}(img[yc, {xr}])
 dx = (tr - tl) + (mr - ml) * 2 + (br - bl)
 dy = (bl + bc * 2 + br) - (tl + tc * 2 + tr)
-ring[mag + w2 + {x} + 1] = dx
-ring[mag + 2 * w2 + {x} + 1] = dy
-dx = ring[mag + w2 + {x} + 1]
-dy = ring[mag + 2 * w2 + {x} + 1]
-ring[mag + {x} + 1] = {magnitude}
+ring[{at} + {row}] = dx
+ring[{at} + 2 * {row}] = dy
+dx = ring[{at} + {row}]
+dy = ring[{at} + 2 * {row}]
+ring[{at}] = {magnitude}
+"""
+
+# Of several channels: pixel {x}'s largest channel from the strip's scratch row into the ring
+# (channel 0, then each later one where its magnitude is strictly larger).
+_PICK_FIRST = """\
+v = sc + {x} * {channels}
+ring[mag + {x} + 1] = ring[v]
+ring[mag + w2 + {x} + 1] = ring[v + wc]
+ring[mag + 2 * w2 + {x} + 1] = ring[v + 2 * wc]
+"""
+_PICK_NEXT = """\
+v = sc + {x} * {channels} + {c}
+p = mag + {x} + 1
+larger = ring[v] > ring[p]
+ring[p + w2] = T.Select(larger, ring[v + wc], ring[p + w2])
+ring[p + 2 * w2] = T.Select(larger, ring[v + 2 * wc], ring[p + 2 * w2])
+ring[p] = T.max(ring[v], ring[p])
 """
 
 _ROW = """\
@@ -65,9 +91,10 @@ if yy >= 0 and yy < h:
     ring[mag] = T.{t}(0)
     ring[mag + w + 1] = T.{t}(0)
 {interior}
-    for k in range(T.min(w, 2)):
-        xb = k * (w - 1)
+    for k in range(T.min(w, 2) * {channels}):
+        xb = {border_column}
 {border}
+{pick}
 else:
     mag = base + (yy + 3) % 3 * 3 * w2
     for x in range(w2):
@@ -100,7 +127,7 @@ out[y, {x}] = T.Select(local_max and m > T.{t}(low), level, T.uint8(0))
 
 
 # The names _SOURCE and _ROW bind, inlined (inline).
-_ROW_NAMES = ("w2", "rows", "base", "y0", "y1", "yy", "ya", "yc", "mag", "xb", "c", "u", "d")
+_ROW_NAMES = ("w2", "rows", "base", "sc", "y0", "y1", "yy", "ya", "yc", "mag", "xb", "c", "u", "d")
 
 _SOURCE = """
 @T.prim_func
@@ -111,13 +138,15 @@ def canny_levels(
     h = T.int32()
     w = T.int32()
     n = T.int32()
-    img = T.match_buffer(img_handle, (h, w), "uint8", align=1)
+{img_width}
+    img = T.match_buffer(img_handle, (h, {img_w}), "uint8", align=1)
     out = T.match_buffer(out_handle, (h, w), "uint8", align=1)
     ring = T.match_buffer(ring_handle, (n,), "{t}", align=2)
     w2 = w + 2
     rows = (h + {strips} - 1) // {strips}
     for s in T.parallel({strips}):
         base = s * {ring_rows} * w2
+        sc = {strips} * {ring_rows} * w2 + s * 3 * {img_w}
         y0 = s * rows
         y1 = T.min(h, y0 + rows)
         if y0 < h:
@@ -179,9 +208,9 @@ def ring_type(l2_gradient: bool) -> np.dtype:
 
 
 @functools.cache
-def source(l2_gradient: bool) -> str:
-    """The kernel's TVMScript for the L1 or L2 magnitude (made once: a call hashes no new
-    text)."""
+def source(l2_gradient: bool, channels: int = 1) -> str:
+    """The kernel's TVMScript for the L1 or L2 magnitude of images of `channels` interleaved
+    channels (made once: a call hashes no new text)."""
     t = ring_type(l2_gradient).name
     lanes = VECTOR_BYTES // ring_type(l2_gradient).itemsize
     magnitude = (
@@ -189,20 +218,37 @@ def source(l2_gradient: bool) -> str:
         if l2_gradient
         else f"T.Select(dx < 0, T.{t}(0) - dx, dx) + T.Select(dy < 0, T.{t}(0) - dy, dy)"
     )
-    gradient = _GRADIENT.replace("{t}", t)
+    gradient = _GRADIENT.replace("{t}", t).replace("{magnitude}", magnitude)
+    n = channels  # a value's neighbours are n values either side
+    if n == 1:  # straight into the ring
+        gradient = gradient.replace("{at}", "mag + {x} + 1").replace("{row}", "w2")
+        pick = ""
+        border_column = "k * (w - 1)"
+    else:  # into the strip's scratch row, then each pixel's largest channel into the ring
+        gradient = gradient.replace("{at}", "sc + {x}").replace("{row}", "wc")
+        picks = _PICK_FIRST + "".join(_PICK_NEXT.replace("{c}", str(c)) for c in range(1, n))
+        pick = _columns(picks.replace("{channels}", str(n)), "0", "w", lanes)
+        border_column = f"k % {n} + k // {n} * (w - 1) * {n}"
+    last = "w - 1" if n == 1 else f"(w - 1) * {n} + xb % {n}"
     interior = _columns(
-        gradient.format(x="{x}", xl="{x} - 1", xr="{x} + 1", magnitude=magnitude),
-        "1",
-        "w - 1",
+        gradient.format(x="{x}", xl=f"{{x}} - {n}", xr=f"{{x}} + {n}"),
+        str(n),
+        f"w * {n} - {n}",
         lanes,
     )
     border = inline(
-        gradient.format(
-            x="xb", xl="T.max(xb - 1, 0)", xr="T.min(xb + 1, w - 1)", magnitude=magnitude
-        )
+        gradient.format(x="xb", xl=f"T.max(xb - {n}, xb % {n})", xr=f"T.min(xb + {n}, {last})")
     )
-    row = _ROW.replace("{t}", t).format(interior=indent(interior, 4), border=indent(border, 8))
+    row = _ROW.replace("{t}", t).format(
+        interior=indent(interior, 4),
+        channels=n,
+        border_column=border_column,
+        border=indent(border, 8),
+        pick=indent(pick, 4),
+    )
     text = _SOURCE.replace("{t}", t).format(
+        img_width="" if n == 1 else "    wc = T.int32()",
+        img_w="w" if n == 1 else "wc",
         strips=STRIPS,
         ring_rows=_RING_ROWS,
         first_rows=indent(row, 16),
@@ -216,30 +262,42 @@ def source(l2_gradient: bool) -> str:
 MAX_PIXELS = (1 << 30) - 1
 
 
+# Channel counts the kernel is made for (each its own kernel).
+CHANNELS = (1, 2, 3, 4)
+
+
 def canny_levels(
     image: np.ndarray, low: int, high: int, l2_gradient: bool, out: np.ndarray | None = None
 ) -> np.ndarray:
-    """The level map (uint8 0/1/2, as gdp.runtime.hysteresis.flood_levels takes it) of a 2-D
-    uint8 image, for cv2.Canny's integer thresholds (gdp.ops.image.canny_thresholds), written
-    into `out` where it is a writeable, C-contiguous, 8-byte aligned uint8 array of the image's
-    shape, else into a new array, and returned.
+    """The level map (uint8 0/1/2, as gdp.runtime.hysteresis.flood_levels takes it) of a uint8
+    image (h, w) or (h, w, channels), for cv2.Canny's integer thresholds
+    (gdp.ops.image.canny_thresholds), written into `out` where it is a writeable, C-contiguous,
+    8-byte aligned uint8 array of shape (h, w), else into a new array, and returned.
 
     A threshold below 0 is taken as -1 and one above the ring's type as its largest value,
     which changes no comparison: magnitudes lie in [0, 2040] (L1) or [0, 2 * 1020^2] (L2)."""
     from gdp.runtime.backends.tvm.kernels import run_host_kernel
 
-    if not (isinstance(image, np.ndarray) and image.dtype == np.uint8 and image.ndim == 2):
-        raise InputError(f"canny_levels: expected a 2-D uint8 image, got {describe(image)}")
-    h, w = image.shape
-    if h * w > MAX_PIXELS:
+    if not (
+        isinstance(image, np.ndarray)
+        and image.dtype == np.uint8
+        and (image.ndim == 2 or (image.ndim == 3 and image.shape[2] in CHANNELS))
+    ):
         raise InputError(
-            f"canny_levels: the image has {h * w} pixels, more than the {MAX_PIXELS} the kernel"
-            " indexes"
+            "canny_levels: expected a uint8 image (h, w) or (h, w, channels) of"
+            f" {', '.join(map(str, CHANNELS))} channels, got {describe(image)}"
+        )
+    h, w = image.shape[:2]
+    channels = image.shape[2] if image.ndim == 3 else 1
+    if image.size > MAX_PIXELS:
+        raise InputError(
+            f"canny_levels: the image has {image.size} values, more than the {MAX_PIXELS} the"
+            " kernel indexes"
         )
     largest = np.iinfo(ring_type(l2_gradient)).max
     low, high = (min(max(int(t), -1), largest) for t in (low, high))
-    image = np.ascontiguousarray(image)
-    if not is_level_map(out, image.shape):
+    image = np.ascontiguousarray(image).reshape(h, w * channels)
+    if not is_level_map(out, (h, w)):
         # 8-byte aligned: the flood reads the map as 8-byte words.
         spare = np.empty(h * w + 8, np.uint8)
         offset = (-spare.ctypes.data) % 8
@@ -247,18 +305,21 @@ def canny_levels(
     if not image.size:
         return out
     name = f"canny_levels_{'l2' if l2_gradient else 'l1'}"
-    ring = _ring(w, ring_type(l2_gradient))
-    run_host_kernel(name, source(l2_gradient), image, out, ring, low, high)
+    if channels > 1:
+        name += f"_c{channels}"
+    ring = _ring(w, channels, ring_type(l2_gradient))
+    run_host_kernel(name, source(l2_gradient, channels), image, out, ring, low, high)
     return out
 
 
 _workspace = threading.local()
 
 
-def _ring(w: int, dtype: np.dtype) -> np.ndarray:
-    """This thread's ring for images `w` wide: kept between calls (a new 1 MB array each call at
-    1080p cost its page faults every time)."""
-    size = STRIPS * _RING_ROWS * (w + 2)
+def _ring(w: int, channels: int, dtype: np.dtype) -> np.ndarray:
+    """This thread's ring for images `w` wide (and, of several channels, the strips' scratch
+    rows after it): kept between calls (a new 1 MB array each call at 1080p cost its page faults
+    every time)."""
+    size = STRIPS * _RING_ROWS * (w + 2) + (STRIPS * 3 * w * channels if channels > 1 else 0)
     ring = getattr(_workspace, "ring", None)
     if ring is None or ring.size != size or ring.dtype != dtype:
         ring = _workspace.ring = np.empty(size, dtype)

@@ -1,6 +1,6 @@
 """Functions whose gdp.cv2 program used to be compiled per image size now serve every size from
 one program (issue 19): resize and dnn.blobFromImage (the interpolation tables run-time inputs),
-erode, dilate, morphologyEx, medianBlur, Canny on gray images and copyMakeBorder (borders padded
+erode, dilate, morphologyEx, medianBlur, Canny (gray and colour) and copyMakeBorder (borders padded
 for any size, BORDER_WRAP's too), equalizeHist and Otsu (normalised by the histogram's own
 sum), mean and meanStdDev (the pixel count from the run's shape), cvtColor to HSV, minMaxLoc
 (ArgMin and ArgMax), uint8 addWeighted (its two operands one size in the program). Each size is
@@ -145,10 +145,12 @@ def test_one_filter_program_serves_every_size(name, call):
     assert _compilations(run) == 1
 
 
-def test_gray_canny_compiles_no_program_at_any_size():
-    """Gray Canny with the 3x3 Sobel runs gdp.runtime.canny's kernel, one for every size."""
+def test_canny_compiles_no_program_at_any_size():
+    """Canny with the 3x3 Sobel, gray or colour, runs gdp.runtime.canny's kernel, one for every
+    size."""
     cv2.clear_cache()
-    images = [_photo(h, w)[:, :, 1].copy() for h, w in _sizes(6, seed=11)]
+    photos = [_photo(h, w) for h, w in _sizes(6, seed=11)]
+    images = [p[:, :, 1].copy() for p in photos] + photos
 
     def run():
         for image in images:

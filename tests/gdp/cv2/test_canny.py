@@ -198,6 +198,57 @@ def test_gray_kernel_on_one_thread():
     )
 
 
+# -- 2 to 4 channels, aperture 3: the same kernel over interleaved values ----------------------
+
+
+def _check_colour_kernel(shapes) -> None:
+    """Every channel count the kernel takes, photos and noise, and ties between channels (a
+    channel repeated: canny.cpp keeps the first of equal magnitudes, whose dx and dy may differ
+    in sign from the later one's)."""
+    photo = skimage.data.coffee()
+    for h, w in shapes:
+        rgb = real.resize(photo, (w, h), interpolation=real.INTER_AREA).reshape(h, w, 3)
+        noise = _random((h, w * 4), seed=h * 1000 + w).reshape(h, w, 4)
+        images = {
+            "photo": rgb,
+            "photo with alpha": np.dstack([rgb, noise[..., 0]]),
+            "noise 2": noise[..., :2].copy(),
+            "noise 4": noise,
+            "tied": np.dstack([noise[..., 0], 255 - noise[..., 0], noise[..., 0]]),
+        }
+        for name, image in images.items():
+            for l2 in (False, True):
+                for t1, t2 in ((50, 150), (150, 30), (1, 2)):
+                    want = real.Canny(image, t1, t2, L2gradient=l2)
+                    got = cv2.Canny(image, t1, t2, L2gradient=l2)
+                    _assert_same(got, want, f"{name} {h}x{w} {t1}/{t2} L2={l2}")
+
+
+def test_colour_kernel_at_sizes_that_move_its_strips_and_vectors():
+    _check_colour_kernel(STRIP_SHAPES)
+
+
+def test_colour_kernel_on_one_thread():
+    run_on_one_thread(
+        f"""
+        from tests.gdp.cv2.test_canny import _check_colour_kernel
+        _check_colour_kernel({STRIP_SHAPES[:9]!r})
+        """
+    )
+
+
+def test_colour_kernel_dst_and_a_single_channel_axis():
+    image = _random((45, 67 * 3), seed=6).reshape(45, 67, 3)
+    want = real.Canny(image, 40, 120)
+    dst = np.full(want.shape, 7, np.uint8)
+    assert cv2.Canny(image, 40, 120, dst) is dst
+    _assert_same(dst, want, "dst")
+    one = image[:, :, :1].copy()  # (h, w, 1): OpenCV's gray
+    _assert_same(cv2.Canny(one, 40, 120), real.Canny(one, 40, 120), "one channel")
+    strided = image[:, ::2]  # not contiguous
+    _assert_same(cv2.Canny(strided, 40, 120), real.Canny(strided, 40, 120), "strided")
+
+
 def test_gray_kernel_thresholds_beyond_any_magnitude():
     image = _random((37, 41), seed=3)
     for l2 in (False, True):
