@@ -11,43 +11,17 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from gdp.ops.border_index import (
+    BORDER_CONSTANT,
+    BORDER_ISOLATED,
+    BORDER_NAMES,
+    BORDER_REFLECT,
+    BORDER_REFLECT_101,
+    BORDER_REPLICATE,
+    BORDER_WRAP,
+    border_index,
+)
 from gdp.ops.scalar import saturated_scalar
-
-# OpenCV's border codes (cv2.BORDER_*), so ops/ needs no cv2.
-BORDER_CONSTANT = 0
-BORDER_REPLICATE = 1
-BORDER_REFLECT = 2
-BORDER_WRAP = 3
-BORDER_REFLECT_101 = 4
-BORDER_ISOLATED = 16
-BORDER_NAMES = {
-    BORDER_CONSTANT: "BORDER_CONSTANT",
-    BORDER_REPLICATE: "BORDER_REPLICATE",
-    BORDER_REFLECT: "BORDER_REFLECT",
-    BORDER_WRAP: "BORDER_WRAP",
-    BORDER_REFLECT_101: "BORDER_REFLECT_101",
-}
-
-
-def border_index(p: int, length: int, border: int) -> int:
-    """cv::borderInterpolate: the source index pixel `p` of an axis of `length` reads; -1 for a
-    constant border."""
-    if 0 <= p < length:
-        return p
-    if border == BORDER_REPLICATE:
-        return 0 if p < 0 else length - 1
-    if border in (BORDER_REFLECT, BORDER_REFLECT_101):
-        if length == 1:
-            return 0
-        delta = 1 if border == BORDER_REFLECT_101 else 0
-        while not 0 <= p < length:
-            p = -p - 1 + delta if p < 0 else length - 1 - (p - length) - delta
-        return p
-    if border == BORDER_WRAP:
-        return p % length
-    if border == BORDER_CONSTANT:
-        return -1
-    raise ValueError(f"unknown border type {border}")
 
 
 def _runs(indices: list[int]) -> list[tuple[int, int, int]]:

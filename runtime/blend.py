@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.hysteresis import describe
+from gdp.runtime.tir_text import describe
 
 # Values per strip at least, and strips at most.
 STRIP_VALUES = 1 << 17

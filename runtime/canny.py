@@ -25,13 +25,13 @@ strip, then each pixel takes its largest channel into the ring; only that pick r
 from __future__ import annotations
 
 import functools
-import re
 import threading
 
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.hysteresis import describe, indent, is_level_map
+from gdp.runtime.hysteresis import is_level_map
+from gdp.runtime.tir_text import columns, describe, indent, inline
 
 # Each strip's ring: three rows of (magnitude, dx, dy), each w + 2 wide (a zero magnitude on
 # either side of the image).
@@ -163,44 +163,6 @@ def canny_levels(
 """
 
 
-def inline(text: str, names: tuple[str, ...] | None = None) -> str:
-    """`name = expression` lines (of `names`, else of any name) substituted into the lines
-    after them, so that the kernel binds no names: TVM 0.27's loop vectorizer broadcasts a
-    let-bound value as if it were the same in every lane (measured: a vectorized row of levels
-    came out as one value), and in a parallel loop's body LLVM reloaded let-bound row offsets
-    from memory at every vector step (measured: a 1080p kernel took 2.7 ms, 2.2 ms inlined)."""
-    bound: dict[str, str] = {}
-    out = []
-
-    def substitute(code: str) -> str:
-        for name, value in bound.items():
-            code = re.sub(rf"\b{name}\b", f"({value})", code)
-        return code
-
-    for line in text.splitlines():
-        target, _, value = line.partition(" = ")
-        name = target.strip()
-        if re.fullmatch(r"[a-z_0-9]+", name) and (names is None or name in names):
-            bound[name] = substitute(value)
-        else:
-            out.append(substitute(line))
-    return "\n".join(out) + "\n"
-
-
-def _columns(body: str, start: str, stop: str, lanes: int) -> str:
-    """`body` (a template over {x}) for x in [start, stop): `lanes` columns at a time as TIR
-    vectors, then the rest one by one."""
-    count = f"T.max({stop} - ({start}), 0)"  # a negative count would run the tail backwards
-    vector = inline(body.format(x=f"({start} + xo * {lanes} + xi)"))
-    return (
-        f"for xo in range({count} // {lanes}):\n"
-        f"    for xi in T.vectorized({lanes}):\n"
-        + indent(vector, 8)
-        + f"for x in range({start} + {count} // {lanes} * {lanes}, {stop}):\n"
-        + indent(inline(body.format(x="x")), 4)
-    )
-
-
 def ring_type(l2_gradient: bool) -> np.dtype:
     """The ring's integers: 16 bits hold the L1 magnitude (at most 2040) and dx, dy (at most
     1020 in size); the L2 magnitude (up to 2 * 1020^2) needs 32."""
@@ -227,10 +189,10 @@ def source(l2_gradient: bool, channels: int = 1) -> str:
     else:  # into the strip's scratch row, then each pixel's largest channel into the ring
         gradient = gradient.replace("{at}", "sc + {x}").replace("{row}", "wc")
         picks = _PICK_FIRST + "".join(_PICK_NEXT.replace("{c}", str(c)) for c in range(1, n))
-        pick = _columns(picks.replace("{channels}", str(n)), "0", "w", lanes)
+        pick = columns(picks.replace("{channels}", str(n)), "0", "w", lanes)
         border_column = f"k % {n} + k // {n} * (w - 1) * {n}"
     last = "w - 1" if n == 1 else f"(w - 1) * {n} + xb % {n}"
-    interior = _columns(
+    interior = columns(
         gradient.format(x="{x}", xl=f"{{x}} - {n}", xr=f"{{x}} + {n}"),
         str(n),
         f"w * {n} - {n}",
@@ -253,7 +215,7 @@ def source(l2_gradient: bool, channels: int = 1) -> str:
         ring_rows=_RING_ROWS,
         first_rows=indent(row, 16),
         next_row=indent(row, 16),
-        nms=indent(_columns(_NMS.replace("{t}", t), "0", "w", lanes), 16),
+        nms=indent(columns(_NMS.replace("{t}", t), "0", "w", lanes), 16),
     )
     return inline(text, _ROW_NAMES)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from gdp.errors import InputError, OutputBufferError
+from gdp.runtime.tir_text import describe, indent
 
 # The kernel. It first writes a level map into the output, 0 (no candidate), 1 (a weak
 # candidate) or 2 (a strong one), and works on it in place from there. The scan for strong
@@ -55,11 +56,6 @@ if flat[{p}] == T.uint8(2):
                             stack[top[0] + 1] = x + dx - 1
                             top[0] = top[0] + 2
 """
-
-
-def indent(text: str, spaces: int) -> str:
-    """`text` with each non-blank line indented by `spaces` (TVMScript built from pieces)."""
-    return "".join(" " * spaces + line if line.strip() else line for line in text.splitlines(True))
 
 
 def _source(from_maps: bool) -> str:
@@ -233,15 +229,6 @@ def is_level_map(array, shape: tuple | None = None) -> bool:
         and array.flags.writeable
         and array.ctypes.data % 8 == 0
     )
-
-
-def describe(array) -> str:
-    """An array as error messages name it: dtype, shape, and layout flags where they matter."""
-    if not isinstance(array, np.ndarray):
-        return type(array).__name__
-    flags = "" if array.flags.c_contiguous else " not C-contiguous"
-    flags += "" if array.flags.writeable else " read-only"
-    return f"{array.dtype}{list(array.shape)}{flags}"
 
 
 def _run(candidates: np.ndarray, strong: np.ndarray, out: np.ndarray) -> np.ndarray:

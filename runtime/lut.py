@@ -24,7 +24,7 @@ import functools
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.hysteresis import describe
+from gdp.runtime.tir_text import describe
 
 # A vector of the lookup: 64 bytes (one AVX-512 register).
 LANES = 64

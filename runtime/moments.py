@@ -16,7 +16,7 @@ import functools
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.hysteresis import describe
+from gdp.runtime.tir_text import describe
 
 # Vectors between two flushes into int64: FLUSH * 255^2 < 2^32 (the squares, uint32).
 FLUSH = 1 << 16

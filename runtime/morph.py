@@ -19,7 +19,7 @@ import threading
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.hysteresis import describe
+from gdp.runtime.tir_text import describe
 
 MAX_VALUES = (1 << 31) - 1
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.hysteresis import describe
+from gdp.runtime.tir_text import describe
 
 # Flat offsets into the source are int32.
 MAX_ELEMENTS = (1 << 31) - 1

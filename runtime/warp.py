@@ -26,8 +26,7 @@ import functools
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.canny import inline
-from gdp.runtime.hysteresis import describe, indent
+from gdp.runtime.tir_text import describe, indent, inline
 
 # OpenCV's vector block (gdp.ops.geometry.WARP_VECTOR_BLOCK): a block's pixels take the vector
 # formula, a row's last W % BLOCK the scalar one.

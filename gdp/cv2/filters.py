@@ -400,12 +400,15 @@ def _run_linear(
         derive=derive,
     )
     # Kernels past FREE_TAPS (one axis of a separable filter) or past LOOP_TAPS_2D (a 2-D kernel
-    # that is not exactly rank one) run as loops that need static sizes: one program per size.
+    # that is not exactly rank one) run as loops that need static sizes: one program per size;
+    # on the host, such a 2-D kernel runs gdp.runtime.filter2d's kernel instead, for every size.
     if kernel_2d is not None:
         kh, kw = np.shape(kernel_2d)
         loops = np.count_nonzero(kernel_2d) > kernels.LOOP_TAPS_2D and (
             max(kh, kw) > kernels.FREE_TAPS or rank_one(np.asarray(kernel_2d)) is None
         )
+        if loops and _correlates_on_host(src, out, params):
+            return _correlate_on_host(src, out, params, dst)
     elif derive is not None:  # a Sobel's or Laplacian's kernels: 3 taps, or ksize
         ksize = derive[3] if derive[0] == "sobel" else derive[1]
         kh = kw = max(3, ksize)
@@ -415,6 +418,31 @@ def _run_linear(
         loops = max(kh, kw) > kernels.FREE_TAPS
     free = _fits(src, kw, kh) and not loops
     return engine.call(func, _linear_graph, [src], params, dst, free=free)
+
+
+def _correlates_on_host(src, out: np.dtype, params: dict) -> bool:
+    """Whether an eager 2-D correlation runs gdp.runtime.filter2d's kernel: a uint8 image into
+    uint8, int16 or float32, or a float32 one into float32, on the cpu target."""
+    from gdp.runtime import filter2d
+
+    types = (common.dtype_of(src).name, out.name)
+    return types in filter2d.TYPES and common.on_host(src, out_bytes=src.size * out.itemsize)
+
+
+def _correlate_on_host(src: np.ndarray, out: np.dtype, params: dict, dst) -> np.ndarray:
+    """filter2D as OpenCV's direct filter computes it (gdp.runtime.filter2d), the border as
+    index maps for the anchor."""
+    from gdp.ops.border_index import axis_map
+    from gdp.runtime import filter2d
+
+    kernel = np.asarray(params["kernel_2d"], np.float64)
+    kh, kw = kernel.shape
+    ax, ay = _anchor(params["anchor"], kw, kh)
+    h, w = src.shape[:2]
+    rows = axis_map(h, ay, kh - 1 - ay, params["border"])
+    cols = axis_map(w, ax, kw - 1 - ax, params["border"])
+    result = filter2d.filter2d(src, kernel.astype(np.float32), ax, rows, cols, out, params["delta"])
+    return common.finish(result, dst)
 
 
 @common.accelerate("filter2D")
