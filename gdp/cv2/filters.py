@@ -233,9 +233,33 @@ def GaussianBlur(
     }
     # One program for every image size at least a kernel wide (gdp.ops.border.pad_any_size); smaller
     # images, whose borders reflect more than once, and kernels longer than FREE_TAPS (their
-    # loops need static sizes) get one program per size.
+    # loops need static sizes) get one program per size, or for uint8 on the host,
+    # gdp.runtime.separable's kernel (every size).
     free = _fits(src, kw, kh) and max(kw, kh) <= kernels.FREE_TAPS
+    if not free and _separable_on_host(src, np.uint8):
+        anchor = (kw // 2, kh // 2)
+        return _separable(src, values["kx"], values["ky"], anchor, border, "gaussian", dst)
     return engine.call("GaussianBlur", _gaussian, [src], {"border": border}, dst, values, free)
+
+
+def _separable_on_host(src, out: np.dtype) -> bool:
+    """Whether an eager filter of a uint8 image into `out` may run gdp.runtime.separable's
+    kernel (the cpu target)."""
+    return common.dtype_of(src) == np.uint8 and common.on_host(
+        src, out_bytes=src.size * np.dtype(out).itemsize
+    )
+
+
+def _separable(src, kernel_x, kernel_y, anchor, border: int, finish: str, dst, **finishing):
+    """gdp.runtime.separable's filter of `src`, the border as index maps for the anchor."""
+    from gdp.ops.border_index import axis_map
+    from gdp.runtime import separable
+
+    (h, w), (ax, ay) = src.shape[:2], anchor
+    rows = axis_map(h, ay, len(kernel_y) - 1 - ay, border)
+    cols = axis_map(w, ax, len(kernel_x) - 1 - ax, border)
+    out = separable.separable(src, kernel_x, kernel_y, anchor, rows, cols, finish, **finishing)
+    return common.finish(out, dst)
 
 
 def _weighted_taps(padded, weights, axis: int):
@@ -287,6 +311,19 @@ def _gaussian(image, border, kx, ky):
     return total
 
 
+def _box_fixed_point(area: int) -> tuple[int, int]:
+    """OpenCV's ColumnSum<ushort, uchar> for a box of `area` (at most 256) values: (delta,
+    divide) of (sum + delta) * divide >> 23 in fixed point, which rounds a half up (a float
+    division rounds it to even: an even area differed by 1)."""
+    exact = (1 << 23) / area
+    divide, delta = math.floor(exact), area // 2
+    if exact - divide < 0.5:
+        delta += 1
+    else:
+        divide += 1
+    return delta, divide
+
+
 def _box(src, out_dtype, ksize, anchor, normalize, border):
     import tensorflow as tf
 
@@ -294,15 +331,8 @@ def _box(src, out_dtype, ksize, anchor, normalize, border):
     area = kw * kh
     ones = np.ones(kw), np.ones(kh)
     if normalize and src.dtype == tf.uint8 and np.dtype(out_dtype) == np.uint8 and 1 < area <= 256:
-        # OpenCV's ColumnSum<ushort, uchar>: (sum + delta) * divide >> 23 in fixed point, which
-        # rounds a half up (a float division rounds it to even: an even area differed by 1)
         shift = 23
-        exact = (1 << shift) / area
-        divide, delta = math.floor(exact), area // 2
-        if exact - divide < 0.5:
-            delta += 1
-        else:
-            divide += 1
+        delta, divide = _box_fixed_point(area)
         # (sum + delta) * divide reaches 2**31 (area 2, two 255s): int64, and a saturation as
         # OpenCV's vector code does (a 2-tap mean of 255s is 256 before it; OpenCV's scalar tail
         # wraps it to 0, a quirk gdp does not copy)
@@ -342,6 +372,15 @@ def boxFilter(
         border=border,
     )
     free = _fits(src, kw, kh) and max(kw, kh) <= kernels.FREE_TAPS
+    if not free and normalize and out == np.uint8 and _separable_on_host(src, out):
+        # gdp.runtime.separable's kernel for every size: _box's arithmetic
+        area = kw * kh
+        ones = np.ones(kw), np.ones(kh)
+        anchor = _anchor(anchor, kw, kh)
+        if 1 < area <= 256:
+            delta, divide = _box_fixed_point(area)
+            return _separable(src, *ones, anchor, border, "box", dst, p0=delta, p1=divide)
+        return _separable(src, *ones, anchor, border, "box_scaled", dst, scale=1.0 / area)
     return engine.call("boxFilter", _box, [src], params, dst, free=free)
 
 

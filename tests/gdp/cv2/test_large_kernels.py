@@ -133,14 +133,15 @@ def test_large_kernels_match_opencv(name):
 
 
 def test_a_kernel_past_free_taps_compiles_to_a_loop_not_a_stencil():
-    """A 33x33 Gaussian's program (one per size: the loops need static sizes): its taps
-    gathered and reduced (a handful of nodes), where the unrolled stencil had a Slice, a Mul
-    and an Add per tap."""
-    cv2.GaussianBlur(U8, (33, 33), 0)
+    """A 33x33 Gaussian's program of float32 (one per size: the loops need static sizes; uint8
+    runs gdp.runtime.separable's kernel): its taps gathered and reduced (a handful of nodes),
+    where the unrolled stencil had a Slice, a Mul and an Add per tap."""
+    cv2.GaussianBlur(F32, (33, 33), 0)
     (model,) = [
         m
         for (key, _), m in engine._programs.items()
-        if key[:3] == ("GaussianBlur", (U8.shape,), ("|u1",)) and key[4] == (("kx", 33), ("ky", 33))
+        if key[:3] == ("GaussianBlur", (F32.shape,), ("<f4",))
+        and key[4] == (("kx", 33), ("ky", 33))
     ]
     ops = [node.op_type for node in model.source_onnx.graph.node]
     assert "Gather" in ops and "ReduceSum" in ops

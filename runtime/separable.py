@@ -1,0 +1,343 @@
+"""OpenCV's separable filters of uint8 images in integers as one hand-written TIR kernel for the
+host CPU, of any image size and any kernel length: the row and column weights and the border
+(as index maps) are run-time inputs, so one compiled kernel per result serves GaussianBlur (its
+8-bit fixed-point weights), blur and boxFilter (sums of ones) and Sobel / Scharr into CV_16S
+(integer derivative kernels) at every size and kernel size.
+
+Arithmetic: OpenCV's for these (exact integer sums, then one rounding):
+- `gaussian`: rows and columns weighted by the fixed-point weights (8 fractional bits each),
+  (sum + 2^15) >> 16, as its bit-exact GaussianBlur;
+- `box`: the window sum, then (sum + p0) * p1 >> 23 (p0, p1: its ColumnSum's rounding delta and
+  fixed-point divisor), at most 255, as its box filter of uint8 over at most 256 values;
+- `box_scaled`: the window sum times `scale` (float64) rounded half to even, as its box filter
+  over more values;
+- `int16`: the weighted sum saturated to int16, as its Sobel into CV_16S.
+Sums are kept in the smallest integer type that holds every partial sum (sum_types: 16-bit
+lanes hold twice the values of 32-bit ones, and multiply faster).
+
+Why by hand: these filters compiled a program per image size where the kernel is longer than
+31 taps (their loops need static sizes) or larger than the image (its border reflects more
+than once); this kernel serves every size and kernel length from one compile.
+
+Layout: each strip of rows keeps a ring of `ky` rows of row sums; each padded source row's row
+sums go into the ring once (the values whose taps all lie in the image straight from it as
+vectors, the few others through the column map; a row outside the image through the row map,
+-1: the constant border's zeros), and each output row sums the ring's rows. Sums of up to GROUP
+taps are one expression (LLVM keeps them in registers; a store a tap made the kernel bound by
+memory operations).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+
+import numpy as np
+
+from gdp.errors import InputError
+from gdp.runtime.tir_text import columns, describe, indent, inline
+
+# Values an output block sums at once (64 bytes of uint8 in, 2-4 AVX-512 registers of sums).
+BLOCK = 64
+# Taps summed in one expression between two stores of the sums.
+GROUP = 8
+LANES = 16
+MAX_STRIPS = 16
+MAX_VALUES = (1 << 31) - 1
+# The results the kernel is made for, and their types.
+FINISH = {"gaussian": "uint8", "box": "uint8", "box_scaled": "uint8", "int16": "int16"}
+
+# The column sum `{v}` (of the column type) to the result.
+_STORE = {
+    "gaussian": (
+        'T.Cast("uint8", T.min(T.max(T.shift_right(T.Cast("int32", {v}) + 32768, 16), 0), 255))'
+    ),
+    # (sum + p0) * p1 < 2^32 for every area OpenCV takes this way (at most 256 values)
+    "box": (
+        'T.Cast("uint8", T.min(T.shift_right((T.Cast("uint32", {v}) + T.Cast("uint32", p0))'
+        ' * T.Cast("uint32", p1), T.uint32(23)), T.uint32(255)))'
+    ),
+    "box_scaled": (
+        'T.Cast("uint8", T.min(T.max(T.round(T.Cast("float64", {v}) * scale), T.float64(0)),'
+        " T.float64(255)))"
+    ),
+    "int16": 'T.Cast("int16", T.min(T.max(T.Cast("int32", {v}), -32768), 32767))',
+}
+
+
+def _taps(value: str, weight: str, first: str, count: int, kind: str) -> str:
+    """`count` (a constant) taps from tap `first`: `value` (a template over {t}, the tap) times
+    `weight` ({t} too; "" for a box's ones), each in type `kind`, summed onto sums[i]."""
+    terms = []
+    for k in range(count):
+        t = f"{first} + {k}" if count > 1 else first
+        term = f'T.Cast("{kind}", {value.format(t=t)})'
+        terms.append(term + (f' * T.Cast("{kind}", {weight.format(t=t)})' if weight else ""))
+    return " + ".join(["sums[i]", *terms])
+
+
+def _block_sums(store: str, value: str, weight: str, count: str, kind: str, block: str) -> str:
+    """One block's sums over `count` taps, GROUP at a time, then `store` (over sums[i])."""
+    return (
+        f"for i in T.vectorized({block}):\n"
+        f"    sums[i] = T.{kind}(0)\n"
+        f"for g in range({count} // {GROUP}):\n"
+        f"    for i in T.vectorized({block}):\n"
+        f"        sums[i] = {_taps(value, weight, f'g * {GROUP}', GROUP, kind)}\n"
+        f"for t in range({count} // {GROUP} * {GROUP}, {count}):\n"
+        f"    for i in T.vectorized({block}):\n"
+        f"        sums[i] = {_taps(value, weight, 't', 1, kind)}\n"
+        f"for i in T.vectorized({block}):\n"
+        f"    {store}\n"
+    )
+
+
+def _row_pass(row: str, ring: str, ones: bool) -> str:
+    """Padded row `row`'s row sums (in the ring's type: exact, as no partial sum leaves it)
+    into ring slot row % ny: the values whose taps all lie in the image straight from it as
+    vectors, the others through the column map."""
+    slot = f"s * ny * wc + ({row}) % ny * wc"
+    weight = "" if ones else "kx[{t}]"
+    direct = f"img[rows[{row}], lo + xo * {BLOCK} + i + ({{t}}) * channels - left]"
+    mapped = (
+        f"T.Select(cols[x + t * channels] < 0, T.{ring}(0),"
+        f' T.Cast("{ring}", img[rows[{row}], T.max(cols[x + t * channels], 0)]))'
+    )
+    edge = (
+        f"sums[0] = T.{ring}(0)\n"
+        "for t in range(nx):\n"
+        f"    sums[0] = sums[0] + {mapped}"
+        + ("" if ones else f' * T.Cast("{ring}", kx[t])')
+        + f"\nring[{slot} + x] = sums[0]\n"
+    )
+    block = _block_sums(
+        f"ring[{slot} + lo + xo * {BLOCK} + i] = sums[i]", direct, weight, "nx", ring, BLOCK
+    )
+    return (
+        f"if rows[{row}] < 0:\n"
+        + indent(columns(f"ring[{slot} + {{x}}] = T.{ring}(0)", "0", "wc", LANES), 4)
+        + "else:\n"
+        + indent(
+            "sums = rsums\n"
+            f"for xo in range((hi - lo) // {BLOCK}):\n"
+            + indent(block, 4)
+            + "for x in range(lo):\n"
+            + indent(edge, 4)
+            + f"for x in range(lo + (hi - lo) // {BLOCK} * {BLOCK}, wc):\n"
+            + indent(edge, 4),
+            4,
+        )
+    )
+
+
+_SOURCE = """
+@T.prim_func
+def {name}(
+    img_handle: T.handle,
+    out_handle: T.handle,
+    rows_handle: T.handle,
+    cols_handle: T.handle,
+    kx_handle: T.handle,
+    ky_handle: T.handle,
+    ring_handle: T.handle,
+    offsets_handle: T.handle,
+    channels: T.int32,
+    left: T.int32,
+    p0: T.int32,
+    p1: T.int32,
+    scale: T.float64,
+    strips: T.int32,
+):
+    T.func_attr({{"global_symbol": "{name}", "tir.noalias": True}})
+    h = T.int32()
+    wc = T.int32()
+    hp = T.int32()
+    wpc = T.int32()
+    nx = T.int32()
+    ny = T.int32()
+    n_ring = T.int32()
+    img = T.match_buffer(img_handle, (h, wc), "uint8", align=1)
+    out = T.match_buffer(out_handle, (h, wc), "{dst}", align=1)
+    rows = T.match_buffer(rows_handle, (hp,), "int32", align=4)
+    cols = T.match_buffer(cols_handle, (wpc,), "int32", align=4)
+    kx = T.match_buffer(kx_handle, (nx,), "int32", align=4)
+    ky = T.match_buffer(ky_handle, (ny,), "int32", align=4)
+    ring = T.match_buffer(ring_handle, (n_ring,), "{ring}", align=2)
+    offsets = T.match_buffer(offsets_handle, ({max_strips} * ny,), "int32", align=4)
+    # lo, hi: the values whose row taps all lie in the image, [lo, hi) of each row.
+    lo = T.min(left, wc)
+    hi = T.max(lo, wc - (nx - 1) * channels + left)
+    for s in T.parallel(strips):
+        rsums = T.alloc_buffer(({block},), "{ring}", scope="local")
+        csums = T.alloc_buffer(({block},), "{column}", scope="local")
+        y0 = h * s // strips
+        y1 = h * (s + 1) // strips
+        for r in range(ny - 1):
+{first_rows}
+        for y in range(y0, y1):
+{next_row}
+            for t in range(ny):  # each tap's row of row sums in the ring
+                offsets[s * ny + t] = s * ny * wc + (y + t) % ny * wc
+            sums = csums
+            for xo in range(wc // {block}):
+{column_block}
+            for x in range(wc // {block} * {block}, wc):
+                sums[0] = T.{column}(0)
+                for t in range(ny):
+                    sums[0] = sums[0] + {column_tail}
+                out[y, x] = {store_tail}
+"""
+
+
+@functools.cache
+def source(finish: str, ring: str, column: str) -> tuple[str, str]:
+    """(name, TVMScript) of the kernel ending in `finish` (a key of FINISH), whose row sums
+    are `ring` and column sums `column` values (int16, uint16 or int32: sum_types)."""
+    name = f"separable_u8_{finish}_{ring}_{column}"
+    ones = finish.startswith("box")  # a box's weights are all 1: no multiplies
+    weight = "" if ones else "ky[{t}]"
+    value = f"ring[offsets[s * ny + ({{t}})] + xo * {BLOCK} + i]"
+    block = _block_sums(
+        f"out[y, xo * {BLOCK} + i] = {_STORE[finish].format(v='sums[i]')}",
+        value,
+        weight,
+        "ny",
+        column,
+        BLOCK,
+    )
+    tail = f'T.Cast("{column}", ring[offsets[s * ny + t] + x])' + (
+        "" if ones else f' * T.Cast("{column}", ky[t])'
+    )
+    text = _SOURCE.format(
+        name=name,
+        dst=FINISH[finish],
+        ring=ring,
+        column=column,
+        block=BLOCK,
+        max_strips=MAX_STRIPS,
+        first_rows=indent(_row_pass("y0 + r", ring, ones), 12),
+        next_row=indent(_row_pass("y + ny - 1", ring, ones), 12),
+        column_block=indent(block, 16),
+        column_tail=tail,
+        store_tail=_STORE[finish].format(v="sums[0]"),
+    )
+    return name, inline(text, ("y0", "y1", "lo", "hi", "sums"))
+
+
+def _smallest(bound: int, signed: bool) -> str:
+    if bound <= 32767:
+        return "int16"
+    if not signed and bound <= 65535:
+        return "uint16"
+    return "int32"
+
+
+def sum_types(kernel_x, kernel_y) -> tuple[str, str]:
+    """The smallest integer types that hold every partial row sum and every partial column sum
+    of uint8 values by these weights (16-bit lanes: twice the values a vector, and cheaper
+    multiplies)."""
+    kx, ky = np.asarray(kernel_x, np.int64), np.asarray(kernel_y, np.int64)
+    rows = 255 * int(np.abs(kx).sum())
+    signed = bool((kx < 0).any() or (ky < 0).any())
+    return _smallest(rows, signed), _smallest(rows * int(np.abs(ky).sum()), signed)
+
+
+def separable(
+    image: np.ndarray,
+    kernel_x,
+    kernel_y,
+    anchor: tuple[int, int],
+    rows: np.ndarray,
+    cols: np.ndarray,
+    finish: str,
+    p0: int = 0,
+    p1: int = 0,
+    scale: float = 1.0,
+) -> np.ndarray:
+    """The separable filter of a uint8 `image` (h, w) or (h, w, c) by the integer weights
+    `kernel_x` (along a row) and `kernel_y` (down a column), ended by `finish` (see the module),
+    as a new array of FINISH[finish].
+
+    `rows`: for each of the h + ky - 1 padded rows, the image row it reads (-1: zeros);
+    `cols`: for each of the w + kx - 1 padded columns, the image column (-1: zeros), the
+    image's own from column anchor[0]. Tap t of output (i, j) reads padded row i + t (column
+    j + t), as cv::borderInterpolate maps them for the anchor."""
+    from gdp.runtime.backends.tvm.kernels import run_host_kernel
+
+    if finish not in FINISH:
+        raise InputError(f"separable: finish must be one of {sorted(FINISH)}, got {finish!r}")
+    if not (isinstance(image, np.ndarray) and image.dtype == np.uint8 and image.ndim in (2, 3)):
+        raise InputError(
+            f"separable: expected a uint8 image (h, w) or (h, w, c), got {describe(image)}"
+        )
+    kx = np.asarray(kernel_x).ravel()
+    ky = np.asarray(kernel_y).ravel()
+    if not (
+        kx.size
+        and ky.size
+        and np.array_equal(kx, np.round(kx))
+        and np.array_equal(ky, np.round(ky))
+    ):
+        raise InputError("separable: expected non-empty integer kernels")
+    h, w = image.shape[:2]
+    channels = image.shape[2] if image.ndim == 3 else 1
+    rows = np.ascontiguousarray(rows, np.int32)
+    cols = np.ascontiguousarray(cols, np.int32)
+    if rows.shape != (h + ky.size - 1,) or cols.shape != (w + kx.size - 1,):
+        raise InputError(
+            f"separable: expected {h + ky.size - 1} row and {w + kx.size - 1} column indices for"
+            f" a {h}x{w} image and a {ky.size}x{kx.size} kernel, got {rows.shape} and {cols.shape}"
+        )
+    if rows.max(initial=-1) >= h or cols.max(initial=-1) >= w or min(rows.min(), cols.min()) < -1:
+        raise InputError(f"separable: a row or column index outside -1..{h - 1} or -1..{w - 1}")
+    ax = anchor[0]
+    if not (0 <= ax < kx.size and np.array_equal(cols[ax : ax + w], np.arange(w))):
+        raise InputError(
+            f"separable: the column map must hold the image's columns 0..{w - 1} from column {ax}"
+        )
+    wc, wpc = w * channels, (w + kx.size - 1) * channels
+    if max(image.size, MAX_STRIPS * ky.size * wc, wpc) > MAX_VALUES:
+        raise InputError(f"separable: {image.size} values, more than the {MAX_VALUES} indexed")
+    out = np.empty(image.shape, FINISH[finish])
+    if not image.size:
+        return out
+    strips = max(1, min(MAX_STRIPS, h // max(ky.size, 8)))
+    element_cols = np.where(
+        cols[:, None] < 0, -1, cols[:, None] * channels + np.arange(channels)
+    ).reshape(-1)
+    if finish.startswith("box") and not (np.all(kx == 1) and np.all(ky == 1)):
+        raise InputError("separable: a box's kernels are ones")
+    ring, column = sum_types(kx, ky)
+    name, text = source(finish, ring, column)
+    run_host_kernel(
+        name,
+        text,
+        np.ascontiguousarray(image).reshape(h, wc),
+        out.reshape(h, wc),
+        rows,
+        np.ascontiguousarray(element_cols, np.int32),
+        kx.astype(np.int32),
+        ky.astype(np.int32),
+        _scratch("ring", MAX_STRIPS * ky.size * wc, ring),
+        _scratch("offsets", MAX_STRIPS * ky.size, np.int32),
+        channels,
+        ax * channels,
+        int(p0),
+        int(p1),
+        float(scale),
+        strips,
+    )
+    return out
+
+
+_workspace = threading.local()
+
+
+def _scratch(name: str, size: int, dtype) -> np.ndarray:
+    """This thread's scratch array `name` (kept between calls: a new ring each call cost its
+    page faults)."""
+    array = getattr(_workspace, name, None)
+    if array is None or array.size < size or array.dtype != dtype:
+        array = np.empty(size, dtype)
+        setattr(_workspace, name, array)
+    return array[:size]

@@ -1,0 +1,116 @@
+"""GaussianBlur, blur and boxFilter of uint8 images run on the cpu target through
+gdp.runtime.separable's kernel where a program would serve one image size only (kernels longer
+than 31 taps, images smaller than the kernel): against OpenCV, identical, for every border type,
+anchors, 1 to 4 channels, sizes that move the kernel's strips and vector blocks, on both thread
+counts; no program compiled. And the kernel's choice of sum types and its refusals."""
+
+import cv2 as real
+import numpy as np
+import pytest
+import skimage.data
+
+import gdp.cv2 as cv2
+from gdp.errors import InputError
+from gdp.runtime import separable
+from tests.gdp.cv2.one_thread import run_on_one_thread
+
+BORDERS = [real.BORDER_CONSTANT, real.BORDER_REPLICATE, real.BORDER_REFLECT, real.BORDER_DEFAULT]
+SHAPES = [(1, 1), (3, 4), (9, 12, 3), (40, 50, 3), (33, 70, 4), (100, 129), (131, 67, 2)]
+# (width, height): longer than 31 taps, or larger than the smaller images.
+GAUSSIAN_SIZES = [(33, 33), (45, 9), (1, 35), (5, 5)]
+BOX_SIZES = [(33, 7), (7, 33), (41, 41), (5, 5)]
+
+
+@pytest.fixture(autouse=True)
+def _strict(monkeypatch):
+    """Every call runs gdp's kernels: a fallthrough to OpenCV would compare OpenCV to itself."""
+    monkeypatch.setenv("GDP_CV2_STRICT", "1")
+
+
+def _image(shape, seed):
+    if len(shape) == 3 and shape[2] == 3 and shape[0] > 8:
+        return real.resize(skimage.data.chelsea(), (shape[1], shape[0]))
+    return np.random.default_rng(seed).integers(0, 256, shape, dtype=np.uint8)
+
+
+def _check(shapes=SHAPES):
+    cv2.clear_cache()
+    for i, shape in enumerate(shapes):
+        image = _image(shape, i)
+        small = min(shape[:2]) < 5  # a 5x5 kernel is larger than the image
+        for border in BORDERS:
+            for ksize in GAUSSIAN_SIZES:
+                if ksize == (5, 5) and not small:
+                    continue  # a program for every size
+                for sigma in (0, 7.5):
+                    args = dict(borderType=border)
+                    got = cv2.GaussianBlur(image, ksize, sigma, **args)
+                    want = real.GaussianBlur(image, ksize, sigma, **args)
+                    label = f"GaussianBlur {shape} {ksize} sigma {sigma} border {border}"
+                    np.testing.assert_array_equal(got, want, err_msg=label)
+            for kw, kh in BOX_SIZES:
+                if (kw, kh) == (5, 5) and not small:
+                    continue
+                for anchor in ((-1, -1), (0, 0), (kw - 1, kh - 1)):
+                    args = dict(anchor=anchor, borderType=border)
+                    label = f"{shape} {kw}x{kh} {args}"
+                    got = cv2.blur(image, (kw, kh), **args)
+                    np.testing.assert_array_equal(got, real.blur(image, (kw, kh), **args), label)
+                    got = cv2.boxFilter(image, -1, (kw, kh), **args)
+                    want = real.boxFilter(image, -1, (kw, kh), **args)
+                    np.testing.assert_array_equal(got, want, err_msg=f"boxFilter {label}")
+    assert cv2.cache_info().programs == 0
+
+
+def test_kernel_matches_opencv():
+    _check()
+
+
+def test_kernel_on_one_thread():
+    run_on_one_thread(
+        f"""
+        from tests.gdp.cv2.test_separable_kernel import _check
+        _check({SHAPES[:5]!r})
+        """
+    )
+
+
+def test_dst_and_large_photo():
+    photo = real.resize(skimage.data.astronaut(), (301, 203))
+    want = real.GaussianBlur(photo, (51, 51), 0)
+    dst = np.zeros_like(photo)
+    assert cv2.GaussianBlur(photo, (51, 51), 0, dst) is dst
+    np.testing.assert_array_equal(dst, want)
+    in_place = photo.copy()
+    cv2.blur(in_place, (35, 35), in_place)
+    np.testing.assert_array_equal(in_place, real.blur(photo, (35, 35)))
+
+
+def test_sum_types_hold_every_partial_sum():
+    assert separable.sum_types([1] * 5, [1] * 5) == ("int16", "int16")  # 255 * 25
+    assert separable.sum_types([-1, 0, 1], [1, 2, 1]) == ("int16", "int16")  # Sobel
+    gaussian = [16, 64, 96, 64, 16]  # 8-bit fixed point: rows up to 255 * 256
+    assert separable.sum_types(gaussian, gaussian) == ("uint16", "int32")
+    assert separable.sum_types([1] * 200, [1]) == ("uint16", "uint16")  # 255 * 200
+    assert separable.sum_types([-1] + [1] * 199, [1]) == ("int32", "int32")  # signed, > 32767
+
+
+def test_kernel_refuses_what_it_does_not_index():
+    image = np.zeros((4, 5), np.uint8)
+    rows, cols = np.arange(-1, 5) % 4, np.arange(-1, 6) % 5
+    ones = np.ones(3)
+    args = (ones, ones, (1, 1))
+    with pytest.raises(InputError, match="finish must be one of"):
+        separable.separable(image, *args, rows, cols, "median")
+    with pytest.raises(InputError, match="uint8 image"):
+        separable.separable(image.astype(np.float32), *args, rows, cols, "box")
+    with pytest.raises(InputError, match="integer kernels"):
+        separable.separable(image, ones / 3, ones, (1, 1), rows, cols, "int16")
+    with pytest.raises(InputError, match="6 row and 7 column indices"):
+        separable.separable(image, *args, rows[:5], cols, "box")
+    with pytest.raises(InputError, match="outside"):
+        separable.separable(image, *args, rows + 4, cols, "box")
+    with pytest.raises(InputError, match="columns 0..4 from column 2"):
+        separable.separable(image, ones, ones, (2, 1), rows, cols, "box")
+    with pytest.raises(InputError, match="a box's kernels are ones"):
+        separable.separable(image, ones * 2, ones, (1, 1), rows, cols, "box")
