@@ -16,7 +16,8 @@ compile per image size) whose gather of every tap position took 268 ms for a 13x
 Layout: the rows of a strip are converted to float32 once each into the strip's ring of `kh`
 padded rows (`kw - 1` border columns read through the column map; a row outside the image
 through the row map, -1 for the constant border's zeros); each output block of BLOCK values
-keeps its sums in registers over the taps, one load and one fma a tap and vector.
+keeps its sums in registers over GROUP taps (gdp.runtime.tir_text.block_sums), one load and
+one fma a tap and vector.
 """
 
 from __future__ import annotations
@@ -27,14 +28,10 @@ import threading
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.tir_text import columns, describe, indent
+from gdp.runtime.tir_text import block_sums, columns, describe, indent
 
 # Values an output block sums at once (4 AVX-512 registers of float32).
 BLOCK = 64
-# Taps summed between two stores of the sums (LLVM keeps the sums in registers within one
-# expression, but stores them after each, as the scratch they live in comes from TVM's
-# workspace allocator): one store a tap made the kernel bound by memory operations.
-GROUP = 8
 # float32 values a vector converts.
 LANES = 16
 # Strips of rows run in parallel, at most; each converts kh - 1 rows beyond its own.
@@ -125,17 +122,7 @@ def {name}(
             for t in range(taps):  # each tap's offset in the ring for this row
                 offsets[s * taps + t] = s * kh * wpc + (y + dys[t]) % kh * wpc + dxs[t]
             for xo in range(wc // {block}):
-                for i in T.vectorized({block}):
-                    sums[i] = delta
-                for g in range(taps // {group}):
-                    for i in T.vectorized({block}):
-                        sums[i] = {group_sum}
-                for t in range(taps // {group} * {group}, taps):
-                    for i in T.vectorized({block}):
-                        sums[i] = sums[i] + ring[offsets[s * taps + t] + xo * {block} + i] * weights[t]
-                for i in T.vectorized({block}):
-                    out[y, xo * {block} + i] = {store_block}
-            for x in range(wc // {block} * {block}, wc):
+{block_sums}            for x in range(wc // {block} * {block}, wc):
                 sums[0] = delta
                 for t in range(taps):
                     sums[0] = sums[0] + ring[offsets[s * taps + t] + x] * weights[t]
@@ -152,19 +139,21 @@ def source(src: str, dst: str) -> tuple[str, str]:
         src=src,
         dst=dst,
         block=BLOCK,
-        group=GROUP,
-        group_sum=" + ".join(
-            ["sums[i]"]
-            + [
-                f"ring[offsets[s * taps + g * {GROUP} + {k}] + xo * {BLOCK} + i]"
-                f" * weights[g * {GROUP} + {k}]"
-                for k in range(GROUP)
-            ]
+        block_sums=indent(
+            block_sums(
+                f"out[y, xo * {BLOCK} + i] = {_store(dst, 'sums[i]')}",
+                f"ring[offsets[s * taps + ({{t}})] + xo * {BLOCK} + i]",
+                "weights[{t}]",
+                "taps",
+                "float32",
+                BLOCK,
+                start="delta",
+            ),
+            16,
         ),
         max_strips=MAX_STRIPS,
         convert_first=indent(_convert("y0 + r"), 12),
         convert_next=indent(_convert("y + kh - 1"), 12),
-        store_block=_store(dst, "sums[i]"),
         store_tail=_store(dst, "sums[0]"),
     )
     return name, text

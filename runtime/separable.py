@@ -22,9 +22,8 @@ than once); this kernel serves every size and kernel length from one compile.
 Layout: each strip of rows keeps a ring of `ky` rows of row sums; each padded source row's row
 sums go into the ring once (the values whose taps all lie in the image straight from it as
 vectors, the few others through the column map; a row outside the image through the row map,
--1: the constant border's zeros), and each output row sums the ring's rows. Sums of up to GROUP
-taps are one expression (LLVM keeps them in registers; a store a tap made the kernel bound by
-memory operations).
+-1: the constant border's zeros), and each output row sums the ring's rows, GROUP taps an
+expression (gdp.runtime.tir_text.block_sums).
 """
 
 from __future__ import annotations
@@ -35,12 +34,10 @@ import threading
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.tir_text import columns, describe, indent, inline
+from gdp.runtime.tir_text import block_sums, columns, describe, indent, inline
 
 # Values an output block sums at once (64 bytes of uint8 in, 2-4 AVX-512 registers of sums).
 BLOCK = 64
-# Taps summed in one expression between two stores of the sums.
-GROUP = 8
 LANES = 16
 MAX_STRIPS = 16
 MAX_VALUES = (1 << 31) - 1
@@ -65,33 +62,6 @@ _STORE = {
 }
 
 
-def _taps(value: str, weight: str, first: str, count: int, kind: str) -> str:
-    """`count` (a constant) taps from tap `first`: `value` (a template over {t}, the tap) times
-    `weight` ({t} too; "" for a box's ones), each in type `kind`, summed onto sums[i]."""
-    terms = []
-    for k in range(count):
-        t = f"{first} + {k}" if count > 1 else first
-        term = f'T.Cast("{kind}", {value.format(t=t)})'
-        terms.append(term + (f' * T.Cast("{kind}", {weight.format(t=t)})' if weight else ""))
-    return " + ".join(["sums[i]", *terms])
-
-
-def _block_sums(store: str, value: str, weight: str, count: str, kind: str, block: str) -> str:
-    """One block's sums over `count` taps, GROUP at a time, then `store` (over sums[i])."""
-    return (
-        f"for i in T.vectorized({block}):\n"
-        f"    sums[i] = T.{kind}(0)\n"
-        f"for g in range({count} // {GROUP}):\n"
-        f"    for i in T.vectorized({block}):\n"
-        f"        sums[i] = {_taps(value, weight, f'g * {GROUP}', GROUP, kind)}\n"
-        f"for t in range({count} // {GROUP} * {GROUP}, {count}):\n"
-        f"    for i in T.vectorized({block}):\n"
-        f"        sums[i] = {_taps(value, weight, 't', 1, kind)}\n"
-        f"for i in T.vectorized({block}):\n"
-        f"    {store}\n"
-    )
-
-
 def _row_pass(row: str, ring: str, ones: bool) -> str:
     """Padded row `row`'s row sums (in the ring's type: exact, as no partial sum leaves it)
     into ring slot row % ny: the values whose taps all lie in the image straight from it as
@@ -110,7 +80,7 @@ def _row_pass(row: str, ring: str, ones: bool) -> str:
         + ("" if ones else f' * T.Cast("{ring}", kx[t])')
         + f"\nring[{slot} + x] = sums[0]\n"
     )
-    block = _block_sums(
+    block = block_sums(
         f"ring[{slot} + lo + xo * {BLOCK} + i] = sums[i]", direct, weight, "nx", ring, BLOCK
     )
     return (
@@ -197,7 +167,7 @@ def source(finish: str, ring: str, column: str) -> tuple[str, str]:
     ones = finish.startswith("box")  # a box's weights are all 1: no multiplies
     weight = "" if ones else "ky[{t}]"
     value = f"ring[offsets[s * ny + ({{t}})] + xo * {BLOCK} + i]"
-    block = _block_sums(
+    block = block_sums(
         f"out[y, xo * {BLOCK} + i] = {_STORE[finish].format(v='sums[i]')}",
         value,
         weight,

@@ -7,6 +7,11 @@ import re
 
 import numpy as np
 
+# Taps summed in one expression between two stores of the sums: LLVM keeps a sum in registers
+# within an expression but stores it after each (a kernel's sums live in TVM's workspace
+# memory), and a store a tap made the kernels bound by memory operations.
+GROUP = 8
+
 
 def indent(text: str, spaces: int) -> str:
     """`text` with each non-blank line indented by `spaces` (TVMScript built from pieces)."""
@@ -48,6 +53,38 @@ def columns(body: str, start: str, stop: str, lanes: int) -> str:
         + indent(vector, 8)
         + f"for x in range({start} + {count} // {lanes} * {lanes}, {stop}):\n"
         + indent(inline(body.format(x="x")), 4)
+    )
+
+
+def tap_sums(value: str, weight: str, first: str, count: int, kind: str) -> str:
+    """`count` (a constant) taps from tap `first`: `value` (a template over {t}, the tap) times
+    `weight` ({t} too; "" for ones), each in type `kind`, summed onto sums[i] in order (a
+    float multiply-add contracts into an fma)."""
+    terms = []
+    for k in range(count):
+        t = f"{first} + {k}" if count > 1 else first
+        term = f'T.Cast("{kind}", {value.format(t=t)})'
+        terms.append(term + (f' * T.Cast("{kind}", {weight.format(t=t)})' if weight else ""))
+    return " + ".join(["sums[i]", *terms])
+
+
+def block_sums(
+    store: str, value: str, weight: str, count: str, kind: str, block: int, start: str = ""
+) -> str:
+    """TVMScript of one block's sums (the buffer `sums`, of type `kind`, `block` values) over
+    `count` taps from `start` (else 0): GROUP taps an expression, the rest one by one, then
+    `store` (over sums[i])."""
+    return (
+        f"for i in T.vectorized({block}):\n"
+        f"    sums[i] = {start or f'T.{kind}(0)'}\n"
+        f"for g in range({count} // {GROUP}):\n"
+        f"    for i in T.vectorized({block}):\n"
+        f"        sums[i] = {tap_sums(value, weight, f'g * {GROUP}', GROUP, kind)}\n"
+        f"for t in range({count} // {GROUP} * {GROUP}, {count}):\n"
+        f"    for i in T.vectorized({block}):\n"
+        f"        sums[i] = {tap_sums(value, weight, 't', 1, kind)}\n"
+        f"for i in T.vectorized({block}):\n"
+        f"    {store}\n"
     )
 
 

@@ -292,9 +292,9 @@ HOST_KERNEL_BYTES = 1 << 31
 
 def on_host(*arrays, out_bytes: int = 0) -> bool:
     """Whether an eager call on these arrays runs gdp.runtime's hand kernels for the host CPU
-    (warp, lookup, histogram, nearest, moments, blend, morph, Canny's levels): on arrays under
-    2 GB (and an output of `out_bytes`), on the cpu target (other targets run the compiled
-    program on their chip)."""
+    (warp, lookup, histogram, nearest, moments, blend, morph, Canny's levels, filter2d,
+    separable): on arrays under 2 GB (and an output of `out_bytes`), on the cpu target (other
+    targets run the compiled program on their chip)."""
     from gdp.api import default_target
 
     if any(is_tensor(a) or a.nbytes >= HOST_KERNEL_BYTES for a in arrays):

@@ -245,6 +245,8 @@ def GaussianBlur(
 def _separable_on_host(src, out: np.dtype) -> bool:
     """Whether an eager filter of a uint8 image into `out` may run gdp.runtime.separable's
     kernel (the cpu target)."""
+    if common.is_tensor(src):  # graph mode: the program
+        return False
     return common.dtype_of(src) == np.uint8 and common.on_host(
         src, out_bytes=src.size * np.dtype(out).itemsize
     )
@@ -464,6 +466,8 @@ def _correlates_on_host(src, out: np.dtype, params: dict) -> bool:
     uint8, int16 or float32, or a float32 one into float32, on the cpu target."""
     from gdp.runtime import filter2d
 
+    if common.is_tensor(src):  # graph mode: the program
+        return False
     types = (common.dtype_of(src).name, out.name)
     return types in filter2d.TYPES and common.on_host(src, out_bytes=src.size * out.itemsize)
 
