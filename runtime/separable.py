@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from typing import NamedTuple
 
 import numpy as np
 
@@ -40,6 +41,9 @@ from gdp.runtime.tir_text import block_sums, columns, describe, indent, inline
 BLOCK = 64
 LANES = 16
 MAX_STRIPS = 16
+# Kernels up to this length an axis get a kernel of their own tap counts (each block's sums one
+# expression, kept in registers: twice as fast for a 5x5 blur); longer ones share one.
+STATIC_TAPS = 7
 MAX_VALUES = (1 << 31) - 1
 # The results the kernel is made for, and their types.
 FINISH = {"gaussian": "uint8", "box": "uint8", "box_scaled": "uint8", "int16": "int16"}
@@ -62,7 +66,7 @@ _STORE = {
 }
 
 
-def _row_pass(row: str, ring: str, ones: bool) -> str:
+def _row_pass(row: str, ring: str, ones: bool, taps: tuple[int, int] | None) -> str:
     """Padded row `row`'s row sums (in the ring's type: exact, as no partial sum leaves it)
     into ring slot row % ny: the values whose taps all lie in the image straight from it as
     vectors, the others through the column map."""
@@ -81,7 +85,12 @@ def _row_pass(row: str, ring: str, ones: bool) -> str:
         + f"\nring[{slot} + x] = sums[0]\n"
     )
     block = block_sums(
-        f"ring[{slot} + lo + xo * {BLOCK} + i] = sums[i]", direct, weight, "nx", ring, BLOCK
+        f"ring[{slot} + lo + xo * {BLOCK} + i] = sums[i]",
+        direct,
+        weight,
+        taps[0] if taps else "nx",
+        ring,
+        BLOCK,
     )
     return (
         f"if rows[{row}] < 0:\n"
@@ -160,10 +169,14 @@ def {name}(
 
 
 @functools.cache
-def source(finish: str, ring: str, column: str) -> tuple[str, str]:
+def source(finish: str, ring: str, column: str, taps: tuple[int, int] | None) -> tuple[str, str]:
     """(name, TVMScript) of the kernel ending in `finish` (a key of FINISH), whose row sums
-    are `ring` and column sums `column` values (int16, uint16 or int32: sum_types)."""
+    are `ring` and column sums `column` values (int16, uint16 or int32: sum_types), for
+    kernels of any length, or of `taps` (row, column) taps only: each block's sums one
+    expression (STATIC_TAPS)."""
     name = f"separable_u8_{finish}_{ring}_{column}"
+    if taps:
+        name += f"_{taps[0]}x{taps[1]}"
     ones = finish.startswith("box")  # a box's weights are all 1: no multiplies
     weight = "" if ones else "ky[{t}]"
     value = f"ring[offsets[s * ny + ({{t}})] + xo * {BLOCK} + i]"
@@ -171,7 +184,7 @@ def source(finish: str, ring: str, column: str) -> tuple[str, str]:
         f"out[y, xo * {BLOCK} + i] = {_STORE[finish].format(v='sums[i]')}",
         value,
         weight,
-        "ny",
+        taps[1] if taps else "ny",
         column,
         BLOCK,
     )
@@ -185,8 +198,8 @@ def source(finish: str, ring: str, column: str) -> tuple[str, str]:
         column=column,
         block=BLOCK,
         max_strips=MAX_STRIPS,
-        first_rows=indent(_row_pass("y0 + r", ring, ones), 12),
-        next_row=indent(_row_pass("y + ny - 1", ring, ones), 12),
+        first_rows=indent(_row_pass("y0 + r", ring, ones, taps), 12),
+        next_row=indent(_row_pass("y + ny - 1", ring, ones, taps), 12),
         column_block=indent(block, 16),
         column_tail=tail,
         store_tail=_STORE[finish].format(v="sums[0]"),
@@ -217,21 +230,17 @@ def separable(
     kernel_x,
     kernel_y,
     anchor: tuple[int, int],
-    rows: np.ndarray,
-    cols: np.ndarray,
+    border: int,
     finish: str,
     p0: int = 0,
     p1: int = 0,
     scale: float = 1.0,
 ) -> np.ndarray:
     """The separable filter of a uint8 `image` (h, w) or (h, w, c) by the integer weights
-    `kernel_x` (along a row) and `kernel_y` (down a column), ended by `finish` (see the module),
-    as a new array of FINISH[finish].
-
-    `rows`: for each of the h + ky - 1 padded rows, the image row it reads (-1: zeros);
-    `cols`: for each of the w + kx - 1 padded columns, the image column (-1: zeros), the
-    image's own from column anchor[0]. Tap t of output (i, j) reads padded row i + t (column
-    j + t), as cv::borderInterpolate maps them for the anchor."""
+    `kernel_x` (along a row) and `kernel_y` (down a column) at `anchor` (x, y, inside the
+    kernel), the image's border `border` (OpenCV's BORDER_CONSTANT, with zeros, REPLICATE,
+    REFLECT, WRAP or REFLECT_101), ended by `finish` (see the module), as a new array of
+    FINISH[finish]."""
     from gdp.runtime.backends.tvm.kernels import run_host_kernel
 
     if finish not in FINISH:
@@ -240,64 +249,72 @@ def separable(
         raise InputError(
             f"separable: expected a uint8 image (h, w) or (h, w, c), got {describe(image)}"
         )
-    kx = np.asarray(kernel_x).ravel()
-    ky = np.asarray(kernel_y).ravel()
-    if not (
-        kx.size
-        and ky.size
-        and np.array_equal(kx, np.round(kx))
-        and np.array_equal(ky, np.round(ky))
-    ):
-        raise InputError("separable: expected non-empty integer kernels")
-    h, w = image.shape[:2]
+    kx = tuple(np.asarray(kernel_x).ravel().tolist())
+    ky = tuple(np.asarray(kernel_y).ravel().tolist())
     channels = image.shape[2] if image.ndim == 3 else 1
-    rows = np.ascontiguousarray(rows, np.int32)
-    cols = np.ascontiguousarray(cols, np.int32)
-    if rows.shape != (h + ky.size - 1,) or cols.shape != (w + kx.size - 1,):
-        raise InputError(
-            f"separable: expected {h + ky.size - 1} row and {w + kx.size - 1} column indices for"
-            f" a {h}x{w} image and a {ky.size}x{kx.size} kernel, got {rows.shape} and {cols.shape}"
-        )
-    if rows.max(initial=-1) >= h or cols.max(initial=-1) >= w or min(rows.min(), cols.min()) < -1:
-        raise InputError(f"separable: a row or column index outside -1..{h - 1} or -1..{w - 1}")
-    ax = anchor[0]
-    if not (0 <= ax < kx.size and np.array_equal(cols[ax : ax + w], np.arange(w))):
-        raise InputError(
-            f"separable: the column map must hold the image's columns 0..{w - 1} from column {ax}"
-        )
-    wc, wpc = w * channels, (w + kx.size - 1) * channels
-    if max(image.size, MAX_STRIPS * ky.size * wc, wpc) > MAX_VALUES:
-        raise InputError(f"separable: {image.size} values, more than the {MAX_VALUES} indexed")
+    plan = _plan(image.shape[:2], channels, kx, ky, tuple(anchor), border, finish)
     out = np.empty(image.shape, FINISH[finish])
     if not image.size:
         return out
-    strips = max(1, min(MAX_STRIPS, h // max(ky.size, 8)))
-    element_cols = np.where(
-        cols[:, None] < 0, -1, cols[:, None] * channels + np.arange(channels)
-    ).reshape(-1)
-    if finish.startswith("box") and not (np.all(kx == 1) and np.all(ky == 1)):
-        raise InputError("separable: a box's kernels are ones")
-    ring, column = sum_types(kx, ky)
-    name, text = source(finish, ring, column)
+    h, wc = image.shape[0], image.shape[1] * channels
     run_host_kernel(
-        name,
-        text,
+        plan.name,
+        plan.text,
         np.ascontiguousarray(image).reshape(h, wc),
         out.reshape(h, wc),
-        rows,
-        np.ascontiguousarray(element_cols, np.int32),
-        kx.astype(np.int32),
-        ky.astype(np.int32),
-        _scratch("ring", MAX_STRIPS * ky.size * wc, ring),
-        _scratch("offsets", MAX_STRIPS * ky.size, np.int32),
+        *plan.tables,
+        _scratch("ring", MAX_STRIPS * len(ky) * wc, plan.ring),
+        _scratch("offsets", MAX_STRIPS * len(ky), np.int32),
         channels,
-        ax * channels,
+        anchor[0] * channels,
         int(p0),
         int(p1),
         float(scale),
-        strips,
+        plan.strips,
     )
     return out
+
+
+class _Plan(NamedTuple):
+    name: str
+    text: str
+    tables: tuple  # rows, columns, kx, ky: the kernel's read-only inputs
+    ring: np.dtype
+    strips: int
+
+
+@functools.lru_cache(maxsize=64)
+def _plan(shape, channels, kx, ky, anchor, border, finish) -> _Plan:
+    """The kernel, its index maps and weights for one image shape and filter (kept: a call of
+    a known size builds nothing)."""
+    from gdp.ops.border_index import axis_map
+
+    kx, ky = np.array(kx), np.array(ky)
+    if not (kx.size and ky.size and np.all(kx == np.round(kx)) and np.all(ky == np.round(ky))):
+        raise InputError("separable: expected non-empty integer kernels")
+    if finish.startswith("box") and not (np.all(kx == 1) and np.all(ky == 1)):
+        raise InputError("separable: a box's kernels are ones")
+    (h, w), (ax, ay) = shape, anchor
+    if not (0 <= ax < kx.size and 0 <= ay < ky.size):
+        raise InputError(
+            f"separable: the anchor {anchor} is outside the {kx.size}x{ky.size} kernel"
+        )
+    wc = w * channels
+    if max(h * wc, MAX_STRIPS * ky.size * wc, (w + kx.size) * channels) > MAX_VALUES:
+        raise InputError(f"separable: {h * wc} values, more than the {MAX_VALUES} indexed")
+    try:
+        rows = axis_map(h, ay, ky.size - 1 - ay, border)
+        cols = axis_map(w, ax, kx.size - 1 - ax, border)
+    except ValueError as err:
+        raise InputError(f"separable: {err}") from err
+    # The padded row's values: -1 (the constant border's zeros), else the image's value index.
+    values = np.where(cols[:, None] < 0, -1, cols[:, None] * channels + np.arange(channels))
+    ring, column = sum_types(kx, ky)
+    static = (kx.size, ky.size) if max(kx.size, ky.size) <= STATIC_TAPS else None
+    name, text = source(finish, ring, column, static)
+    tables = rows, values.reshape(-1).astype(np.int32), kx.astype(np.int32), ky.astype(np.int32)
+    strips = max(1, min(MAX_STRIPS, h // max(ky.size, 8)))
+    return _Plan(name, text, tables, np.dtype(ring), strips)
 
 
 _workspace = threading.local()

@@ -69,11 +69,16 @@ def tap_sums(value: str, weight: str, first: str, count: int, kind: str) -> str:
 
 
 def block_sums(
-    store: str, value: str, weight: str, count: str, kind: str, block: int, start: str = ""
+    store: str, value: str, weight: str, count: str | int, kind: str, block: int, start: str = ""
 ) -> str:
     """TVMScript of one block's sums (the buffer `sums`, of type `kind`, `block` values) over
     `count` taps from `start` (else 0): GROUP taps an expression, the rest one by one, then
-    `store` (over sums[i])."""
+    `store` (over sums[i]). A constant `count` (an int) is one expression, stored at once."""
+    if isinstance(count, int):
+        taps = tap_sums(value, weight, "0", count, kind).replace(
+            "sums[i]", start or f"T.{kind}(0)", 1
+        )
+        return f"for i in T.vectorized({block}):\n    {store.replace('sums[i]', f'({taps})')}\n"
     return (
         f"for i in T.vectorized({block}):\n"
         f"    sums[i] = {start or f'T.{kind}(0)'}\n"

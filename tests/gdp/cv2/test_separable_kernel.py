@@ -1,8 +1,10 @@
-"""GaussianBlur, blur and boxFilter of uint8 images run on the cpu target through
-gdp.runtime.separable's kernel where a program would serve one image size only (kernels longer
-than 31 taps, images smaller than the kernel): against OpenCV, identical, for every border type,
-anchors, 1 to 4 channels, sizes that move the kernel's strips and vector blocks, on both thread
-counts; no program compiled. And the kernel's choice of sum types and its refusals."""
+"""blur and boxFilter of uint8 images, GaussianBlur of uint8 colour images, and GaussianBlur and
+Sobel (into CV_16S) of uint8 images where a program would serve one image size only (kernels
+longer than 31 taps, images smaller than the kernel) run on the cpu target through
+gdp.runtime.separable's kernel: against OpenCV, identical, for every border type, anchors, 1 to
+4 channels, sizes that move the kernel's strips and vector blocks, tap counts on either side of
+its STATIC_TAPS, on both thread counts; no program compiled. And the kernel's choice of sum
+types and its refusals."""
 
 import cv2 as real
 import numpy as np
@@ -16,9 +18,11 @@ from tests.gdp.cv2.one_thread import run_on_one_thread
 
 BORDERS = [real.BORDER_CONSTANT, real.BORDER_REPLICATE, real.BORDER_REFLECT, real.BORDER_DEFAULT]
 SHAPES = [(1, 1), (3, 4), (9, 12, 3), (40, 50, 3), (33, 70, 4), (100, 129), (131, 67, 2)]
-# (width, height): longer than 31 taps, or larger than the smaller images.
-GAUSSIAN_SIZES = [(33, 33), (45, 9), (1, 35), (5, 5)]
-BOX_SIZES = [(33, 7), (7, 33), (41, 41), (5, 5)]
+# (width, height): longer than 31 taps, or larger than the smaller images; and short ones (a
+# kernel of their tap counts, separable.STATIC_TAPS).
+GAUSSIAN_SIZES = [(33, 33), (45, 9), (1, 35), (5, 5), (3, 7), (9, 9)]
+BOX_SIZES = [(33, 7), (7, 33), (41, 41), (5, 5), (3, 1), (8, 9)]
+SOBEL = [(1, 0, 3), (0, 1, 5), (1, 1, 7), (2, 0, 9), (1, 0, -1)]  # dx, dy, ksize (-1: Scharr)
 
 
 @pytest.fixture(autouse=True)
@@ -37,11 +41,12 @@ def _check(shapes=SHAPES):
     cv2.clear_cache()
     for i, shape in enumerate(shapes):
         image = _image(shape, i)
-        small = min(shape[:2]) < 5  # a 5x5 kernel is larger than the image
+        small = min(shape[:2]) < 9  # a 9x9 kernel is larger than the image
+        gray = len(shape) == 2 or shape[2] == 1
         for border in BORDERS:
             for ksize in GAUSSIAN_SIZES:
-                if ksize == (5, 5) and not small:
-                    continue  # a program for every size
+                if max(ksize) <= 9 and gray and not small:
+                    continue  # a gray image larger than the kernel: a program for every size
                 for sigma in (0, 7.5):
                     args = dict(borderType=border)
                     got = cv2.GaussianBlur(image, ksize, sigma, **args)
@@ -49,8 +54,6 @@ def _check(shapes=SHAPES):
                     label = f"GaussianBlur {shape} {ksize} sigma {sigma} border {border}"
                     np.testing.assert_array_equal(got, want, err_msg=label)
             for kw, kh in BOX_SIZES:
-                if (kw, kh) == (5, 5) and not small:
-                    continue
                 for anchor in ((-1, -1), (0, 0), (kw - 1, kh - 1)):
                     args = dict(anchor=anchor, borderType=border)
                     label = f"{shape} {kw}x{kh} {args}"
@@ -59,6 +62,11 @@ def _check(shapes=SHAPES):
                     got = cv2.boxFilter(image, -1, (kw, kh), **args)
                     want = real.boxFilter(image, -1, (kw, kh), **args)
                     np.testing.assert_array_equal(got, want, err_msg=f"boxFilter {label}")
+            for dx, dy, ksize in SOBEL if small else []:  # larger images: a program
+                got = cv2.Sobel(image, real.CV_16S, dx, dy, ksize=ksize, borderType=border)
+                want = real.Sobel(image, real.CV_16S, dx, dy, ksize=ksize, borderType=border)
+                label = f"Sobel {shape} {dx} {dy} {ksize} border {border}"
+                np.testing.assert_array_equal(got, want, err_msg=label)
     assert cv2.cache_info().programs == 0
 
 
@@ -97,20 +105,18 @@ def test_sum_types_hold_every_partial_sum():
 
 def test_kernel_refuses_what_it_does_not_index():
     image = np.zeros((4, 5), np.uint8)
-    rows, cols = np.arange(-1, 5) % 4, np.arange(-1, 6) % 5
     ones = np.ones(3)
-    args = (ones, ones, (1, 1))
     with pytest.raises(InputError, match="finish must be one of"):
-        separable.separable(image, *args, rows, cols, "median")
+        separable.separable(image, ones, ones, (1, 1), real.BORDER_DEFAULT, "median")
     with pytest.raises(InputError, match="uint8 image"):
-        separable.separable(image.astype(np.float32), *args, rows, cols, "box")
+        separable.separable(
+            image.astype(np.float32), ones, ones, (1, 1), real.BORDER_DEFAULT, "box"
+        )
     with pytest.raises(InputError, match="integer kernels"):
-        separable.separable(image, ones / 3, ones, (1, 1), rows, cols, "int16")
-    with pytest.raises(InputError, match="6 row and 7 column indices"):
-        separable.separable(image, *args, rows[:5], cols, "box")
-    with pytest.raises(InputError, match="outside"):
-        separable.separable(image, *args, rows + 4, cols, "box")
-    with pytest.raises(InputError, match="columns 0..4 from column 2"):
-        separable.separable(image, ones, ones, (2, 1), rows, cols, "box")
+        separable.separable(image, ones / 3, ones, (1, 1), real.BORDER_DEFAULT, "int16")
+    with pytest.raises(InputError, match="outside the 3x3 kernel"):
+        separable.separable(image, ones, ones, (3, 1), real.BORDER_DEFAULT, "box")
+    with pytest.raises(InputError, match="unknown border type 9"):
+        separable.separable(image, ones, ones, (1, 1), 9, "box")
     with pytest.raises(InputError, match="a box's kernels are ones"):
-        separable.separable(image, ones * 2, ones, (1, 1), rows, cols, "box")
+        separable.separable(image, ones * 2, ones, (1, 1), real.BORDER_DEFAULT, "box")
