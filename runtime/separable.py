@@ -1,8 +1,9 @@
-"""OpenCV's separable filters of uint8 images in integers as one hand-written TIR kernel for the
-host CPU, of any image size and any kernel length: the row and column weights and the border
-(as index maps) are run-time inputs, so one compiled kernel per result serves GaussianBlur (its
-8-bit fixed-point weights), blur and boxFilter (sums of ones) and Sobel / Scharr into CV_16S
-(integer derivative kernels) at every size and kernel size.
+"""OpenCV's separable filters of uint8 images in integers (and of float32 ones in float32) as one
+hand-written TIR kernel for the host CPU, of any image size and any kernel length: the row and
+column weights and the border (as index maps) are run-time inputs, so one compiled kernel per
+result serves GaussianBlur (its 8-bit fixed-point weights for uint8), blur and boxFilter (sums
+of ones), Sobel / Scharr into CV_16S (integer derivative kernels) and sepFilter2D of float32 at
+every size and kernel size.
 
 Arithmetic: OpenCV's for these (exact integer sums, then one rounding):
 - `gaussian`: rows and columns weighted by the fixed-point weights (8 fractional bits each),
@@ -11,7 +12,9 @@ Arithmetic: OpenCV's for these (exact integer sums, then one rounding):
   fixed-point divisor), at most 255, as its box filter of uint8 over at most 256 values;
 - `box_scaled`: the window sum times `scale` (float64) rounded half to even, as its box filter
   over more values;
-- `int16`: the weighted sum saturated to int16, as its Sobel into CV_16S.
+- `int16`: the weighted sum saturated to int16, as its Sobel into CV_16S;
+- `float32`: a float32 image's sums in float32 (each from 0, the taps in order, as multiply-adds
+  LLVM contracts into fmas), plus `delta`, as its float filters.
 Sums are kept in the smallest integer type that holds every partial sum (sum_types: 16-bit
 lanes hold twice the values of 32-bit ones, and multiply faster).
 
@@ -46,7 +49,13 @@ MAX_STRIPS = 16
 STATIC_TAPS = 7
 MAX_VALUES = (1 << 31) - 1
 # The results the kernel is made for, and their types.
-FINISH = {"gaussian": "uint8", "box": "uint8", "box_scaled": "uint8", "int16": "int16"}
+FINISH = {
+    "gaussian": "uint8",
+    "box": "uint8",
+    "box_scaled": "uint8",
+    "int16": "int16",
+    "float32": "float32",
+}
 
 # The column sum `{v}` (of the column type) to the result.
 _STORE = {
@@ -63,6 +72,7 @@ _STORE = {
         " T.float64(255)))"
     ),
     "int16": 'T.Cast("int16", T.min(T.max(T.Cast("int32", {v}), -32768), 32767))',
+    "float32": '{v} + T.Cast("float32", delta)',
 }
 
 
@@ -125,6 +135,7 @@ def {name}(
     p0: T.int32,
     p1: T.int32,
     scale: T.float64,
+    delta: T.float64,
     strips: T.int32,
 ):
     T.func_attr({{"global_symbol": "{name}", "tir.noalias": True}})
@@ -135,13 +146,13 @@ def {name}(
     nx = T.int32()
     ny = T.int32()
     n_ring = T.int32()
-    img = T.match_buffer(img_handle, (h, wc), "uint8", align=1)
+    img = T.match_buffer(img_handle, (h, wc), "{src}", align=1)
     out = T.match_buffer(out_handle, (h, wc), "{dst}", align=1)
     rows = T.match_buffer(rows_handle, (hp,), "int32", align=4)
     cols = T.match_buffer(cols_handle, (wpc,), "int32", align=4)
-    kx = T.match_buffer(kx_handle, (nx,), "int32", align=4)
-    ky = T.match_buffer(ky_handle, (ny,), "int32", align=4)
-    ring = T.match_buffer(ring_handle, (n_ring,), "{ring}", align=2)
+    kx = T.match_buffer(kx_handle, (nx,), "{weight}", align=4)
+    ky = T.match_buffer(ky_handle, (ny,), "{weight}", align=4)
+    ring = T.match_buffer(ring_handle, (n_ring,), "{ring}", align={ring_align})
     offsets = T.match_buffer(offsets_handle, ({max_strips} * ny,), "int32", align=4)
     # lo, hi: the values whose row taps all lie in the image, [lo, hi) of each row.
     lo = T.min(left, wc)
@@ -174,7 +185,8 @@ def source(finish: str, ring: str, column: str, taps: tuple[int, int] | None) ->
     are `ring` and column sums `column` values (int16, uint16 or int32: sum_types), for
     kernels of any length, or of `taps` (row, column) taps only: each block's sums one
     expression (STATIC_TAPS)."""
-    name = f"separable_u8_{finish}_{ring}_{column}"
+    src = "float32" if finish == "float32" else "uint8"
+    name = f"separable_{src}_{finish}_{ring}_{column}"
     if taps:
         name += f"_{taps[0]}x{taps[1]}"
     ones = finish.startswith("box")  # a box's weights are all 1: no multiplies
@@ -194,6 +206,9 @@ def source(finish: str, ring: str, column: str, taps: tuple[int, int] | None) ->
     text = _SOURCE.format(
         name=name,
         dst=FINISH[finish],
+        src=src,
+        weight=src if src == "float32" else "int32",
+        ring_align=np.dtype(ring).itemsize,
         ring=ring,
         column=column,
         block=BLOCK,
@@ -235,9 +250,11 @@ def separable(
     p0: int = 0,
     p1: int = 0,
     scale: float = 1.0,
+    delta: float = 0.0,
 ) -> np.ndarray:
     """The separable filter of a uint8 `image` (h, w) or (h, w, c) by the integer weights
-    `kernel_x` (along a row) and `kernel_y` (down a column) at `anchor` (x, y, inside the
+    `kernel_x` (along a row) and `kernel_y` (down a column) (of a float32 image by any weights,
+    finish "float32") at `anchor` (x, y, inside the
     kernel), the image's border `border` (OpenCV's BORDER_CONSTANT, with zeros, REPLICATE,
     REFLECT, WRAP or REFLECT_101), ended by `finish` (see the module), as a new array of
     FINISH[finish]."""
@@ -245,9 +262,11 @@ def separable(
 
     if finish not in FINISH:
         raise InputError(f"separable: finish must be one of {sorted(FINISH)}, got {finish!r}")
-    if not (isinstance(image, np.ndarray) and image.dtype == np.uint8 and image.ndim in (2, 3)):
+    source_type = np.float32 if finish == "float32" else np.uint8
+    if not (isinstance(image, np.ndarray) and image.dtype == source_type and image.ndim in (2, 3)):
         raise InputError(
-            f"separable: expected a uint8 image (h, w) or (h, w, c), got {describe(image)}"
+            f"separable: expected a {np.dtype(source_type)} image (h, w) or (h, w, c) for"
+            f" finish {finish!r}, got {describe(image)}"
         )
     kx = tuple(np.asarray(kernel_x).ravel().tolist())
     ky = tuple(np.asarray(kernel_y).ravel().tolist())
@@ -270,6 +289,7 @@ def separable(
         int(p0),
         int(p1),
         float(scale),
+        float(delta),
         plan.strips,
     )
     return out
@@ -289,9 +309,11 @@ def _plan(shape, channels, kx, ky, anchor, border, finish) -> _Plan:
     a known size builds nothing)."""
     from gdp.ops.border_index import axis_map
 
-    kx, ky = np.array(kx), np.array(ky)
-    if not (kx.size and ky.size and np.all(kx == np.round(kx)) and np.all(ky == np.round(ky))):
-        raise InputError("separable: expected non-empty integer kernels")
+    kx, ky = np.array(kx, np.float64), np.array(ky, np.float64)
+    floats = finish == "float32"
+    integral = np.all(kx == np.round(kx)) and np.all(ky == np.round(ky))
+    if not (kx.size and ky.size and (floats or integral)):
+        raise InputError("separable: expected non-empty kernels, of integers for uint8 images")
     if finish.startswith("box") and not (np.all(kx == 1) and np.all(ky == 1)):
         raise InputError("separable: a box's kernels are ones")
     (h, w), (ax, ay) = shape, anchor
@@ -309,10 +331,11 @@ def _plan(shape, channels, kx, ky, anchor, border, finish) -> _Plan:
         raise InputError(f"separable: {err}") from err
     # The padded row's values: -1 (the constant border's zeros), else the image's value index.
     values = np.where(cols[:, None] < 0, -1, cols[:, None] * channels + np.arange(channels))
-    ring, column = sum_types(kx, ky)
+    ring, column = ("float32", "float32") if floats else sum_types(kx, ky)
     static = (kx.size, ky.size) if max(kx.size, ky.size) <= STATIC_TAPS else None
     name, text = source(finish, ring, column, static)
-    tables = rows, values.reshape(-1).astype(np.int32), kx.astype(np.int32), ky.astype(np.int32)
+    weight = np.float32 if floats else np.int32
+    tables = rows, values.reshape(-1).astype(np.int32), kx.astype(weight), ky.astype(weight)
     strips = max(1, min(MAX_STRIPS, h // max(ky.size, 8)))
     return _Plan(name, text, tables, np.dtype(ring), strips)
 

@@ -239,20 +239,26 @@ def GaussianBlur(
     # ran as fast or faster as the program).
     free = _fits(src, kw, kh) and max(kw, kh) <= kernels.FREE_TAPS
     colour = src.ndim == 3 and src.shape[2] > 1
-    if (colour or not free) and _separable_on_host(src, np.uint8):
-        anchor = (kw // 2, kh // 2)
+    anchor = (kw // 2, kh // 2)
+    if dtype == np.uint8 and (colour or not free) and _separable_on_host(src, dtype):
         return _separable(src, values["kx"], values["ky"], anchor, border, "gaussian", dst)
+    if dtype == np.float32 and not free and _separable_on_host(src, dtype):
+        return _separable(src, values["kx"], values["ky"], anchor, border, "float32", dst)
     return engine.call("GaussianBlur", _gaussian, [src], {"border": border}, dst, values, free)
 
 
 def _separable_on_host(src, out: np.dtype) -> bool:
-    """Whether an eager filter of a uint8 image into `out` may run gdp.runtime.separable's
-    kernel (the cpu target)."""
+    """Whether an eager filter of `src` into `out` may run gdp.runtime.separable's kernel: a
+    uint8 image (into uint8 or int16) or a float32 one into float32, on the cpu target."""
     if common.is_tensor(src):  # graph mode: the program
         return False
-    return common.dtype_of(src) == np.uint8 and common.on_host(
-        src, out_bytes=src.size * np.dtype(out).itemsize
-    )
+    out = np.dtype(out)
+    if (common.dtype_of(src).name, out.name) not in _SEPARABLE_TYPES:
+        return False
+    return common.on_host(src, out_bytes=src.size * out.itemsize)
+
+
+_SEPARABLE_TYPES = {("uint8", "uint8"), ("uint8", "int16"), ("float32", "float32")}
 
 
 def _separable(src, kernel_x, kernel_y, anchor, border: int, finish: str, dst, **finishing):
@@ -458,6 +464,13 @@ def _run_linear(
         kh, kw = len(kernel_y), len(kernel_x)
         loops = max(kh, kw) > kernels.FREE_TAPS
     free = _fits(src, kw, kh) and not loops
+    floats = kernel_x is not None and common.dtype_of(src) == np.float32
+    if not free and floats and _separable_on_host(src, out):
+        # sepFilter2D of float32 over 31 taps or larger than the image: gdp.runtime.separable's
+        # kernel for every size, _linear's arithmetic
+        kernel_y = np.asarray(kernel_y, np.float64) * scale
+        anchor = _anchor(anchor, len(kernel_x), len(kernel_y))
+        return _separable(src, kernel_x, kernel_y, anchor, border, "float32", dst, delta=delta)
     sobel = derive is not None and derive[0] == "sobel" and (scale, delta) == (1, 0)
     if not free and sobel and out == np.int16 and _separable_on_host(src, out):
         # A Sobel of an image smaller than its kernel: gdp.runtime.separable's kernel, for

@@ -1,10 +1,11 @@
-"""blur and boxFilter of uint8 images, GaussianBlur of uint8 colour images, and GaussianBlur and
-Sobel (into CV_16S) of uint8 images where a program would serve one image size only (kernels
-longer than 31 taps, images smaller than the kernel) run on the cpu target through
-gdp.runtime.separable's kernel: against OpenCV, identical, for every border type, anchors, 1 to
-4 channels, sizes that move the kernel's strips and vector blocks, tap counts on either side of
-its STATIC_TAPS, on both thread counts; no program compiled. And the kernel's choice of sum
-types and its refusals."""
+"""blur and boxFilter of uint8 images, GaussianBlur of uint8 colour images, and where a program
+would serve one image size only (kernels longer than 31 taps, images smaller than the kernel)
+GaussianBlur of uint8 and float32 images, Sobel of uint8 into CV_16S and sepFilter2D of float32
+run on the cpu target through gdp.runtime.separable's kernel: against OpenCV (identical for
+uint8, within 1e-5 of the range for float32) for every border type, anchors, 1 to 4 channels,
+sizes that move the kernel's strips and vector blocks, tap counts on either side of its
+STATIC_TAPS, on both thread counts; no program compiled. And the kernel's choice of sum types
+and its refusals."""
 
 import cv2 as real
 import numpy as np
@@ -67,7 +68,32 @@ def _check(shapes=SHAPES):
                 want = real.Sobel(image, real.CV_16S, dx, dy, ksize=ksize, borderType=border)
                 label = f"Sobel {shape} {dx} {dy} {ksize} border {border}"
                 np.testing.assert_array_equal(got, want, err_msg=label)
+    _check_floats(shapes)
     assert cv2.cache_info().programs == 0
+
+
+def _close(got, want, label):
+    assert got.dtype == want.dtype and got.shape == want.shape, label
+    scale = max(1.0, float(np.abs(want).max()))
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * scale, err_msg=label)
+
+
+def _check_floats(shapes):
+    rng = np.random.default_rng(5)
+    for i, shape in enumerate(shapes):
+        image = (rng.normal(size=shape) * 100).astype(np.float32)
+        small = min(shape[:2]) < 9
+        for border in BORDERS:
+            for ksize in [(33, 35), (5, 5)] if small else [(33, 35)]:
+                got = cv2.GaussianBlur(image, ksize, 0, borderType=border)
+                want = real.GaussianBlur(image, ksize, 0, borderType=border)
+                _close(got, want, f"GaussianBlur {shape} {ksize} border {border}")
+            kx = rng.normal(size=33 if i % 2 else 5).astype(np.float32)
+            ky = rng.normal(size=3 if i % 2 else 37).astype(np.float32)
+            args = dict(anchor=(len(kx) - 1, 0), delta=-4.5, borderType=border)
+            got = cv2.sepFilter2D(image, -1, kx, ky, **args)
+            want = real.sepFilter2D(image, -1, kx, ky, **args)
+            _close(got, want, f"sepFilter2D {shape} {len(kx)}x{len(ky)} {args}")
 
 
 def test_kernel_matches_opencv():
@@ -112,7 +138,7 @@ def test_kernel_refuses_what_it_does_not_index():
         separable.separable(
             image.astype(np.float32), ones, ones, (1, 1), real.BORDER_DEFAULT, "box"
         )
-    with pytest.raises(InputError, match="integer kernels"):
+    with pytest.raises(InputError, match="of integers for uint8 images"):
         separable.separable(image, ones / 3, ones, (1, 1), real.BORDER_DEFAULT, "int16")
     with pytest.raises(InputError, match="outside the 3x3 kernel"):
         separable.separable(image, ones, ones, (3, 1), real.BORDER_DEFAULT, "box")
