@@ -37,6 +37,8 @@ def _cases(image: np.ndarray) -> dict:
     u16 = image.astype(np.uint16) * 200
     rng = np.random.default_rng(0)
     k13 = rng.random((13, 13)).astype(np.float32)
+    k21 = rng.normal(size=(21, 21)).astype(np.float32) / 21
+    taps41 = rng.random(41).astype(np.float32) / 20
     box31 = np.ones((31, 31), np.float32) / 961
     ell21 = real.getStructuringElement(real.MORPH_ELLIPSE, (21, 21))
     ell31 = real.getStructuringElement(real.MORPH_ELLIPSE, (31, 31))
@@ -52,6 +54,11 @@ def _cases(image: np.ndarray) -> dict:
         "boxFilter 31 float32": (f32, lambda m, x: m.boxFilter(x, -1, (31, 31))),
         "filter2D 31 box uint8": (image, lambda m, x: m.filter2D(x, -1, box31)),
         "filter2D 13 random uint8": (image, lambda m, x: m.filter2D(x, -1, k13)),
+        "filter2D 21 random float32": (f32, lambda m, x: m.filter2D(x, -1, k21)),
+        "GaussianBlur 51 uint8": (image, lambda m, x: m.GaussianBlur(x, (51, 51), 0)),
+        "GaussianBlur 51 float32": (f32, lambda m, x: m.GaussianBlur(x, (51, 51), 0)),
+        "blur 41 uint8": (image, lambda m, x: m.blur(x, (41, 41))),
+        "sepFilter2D 41 float32": (f32, lambda m, x: m.sepFilter2D(x, -1, taps41, taps41)),
         "morphologyEx gradient ellipse 21": (
             image,
             lambda m, x: m.morphologyEx(x, real.MORPH_GRADIENT, ell21),
@@ -67,6 +74,7 @@ def _cases(image: np.ndarray) -> dict:
         "erode rectangle 31": (image, lambda m, x: m.erode(x, np.ones((31, 31), np.uint8))),
         "dilate ellipse 31 gray": (gray, lambda m, x: m.dilate(x, ell31)),
         "Canny colour": (image, lambda m, x: m.Canny(x, 50, 150)),
+        "Canny colour L2": (image, lambda m, x: m.Canny(x, 50, 150, L2gradient=True)),
         "Canny gray": (gray, lambda m, x: m.Canny(x, 50, 150)),
     }
 

@@ -74,15 +74,17 @@ def run_host_kernel(name: str, source: str, *args) -> None:
     """Run `host_kernel(name, source)` on this thread: numpy arrays (C-contiguous) are passed
     by DLPack without a copy, other arguments (integers) as they are. numpy's data need not be
     64-byte aligned (TVM's default): a kernel's buffers ask only for their element's
-    alignment."""
+    alignment. A read-only array (an input: numpy exports none by DLPack) is passed as a
+    copy."""
     kernel = host_kernel(name, source)
     thread_pool.before_run()
-    kernel(
-        *(
-            tvm_ffi.from_dlpack(a, require_contiguous=True) if isinstance(a, np.ndarray) else a
-            for a in args
-        )
-    )
+    kernel(*(_tensor(a) if isinstance(a, np.ndarray) else a for a in args))
+
+
+def _tensor(array: np.ndarray):
+    if not array.flags.writeable:
+        array = array.copy()
+    return tvm_ffi.from_dlpack(array, require_contiguous=True)
 
 
 def _load(

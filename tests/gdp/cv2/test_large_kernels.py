@@ -133,14 +133,15 @@ def test_large_kernels_match_opencv(name):
 
 
 def test_a_kernel_past_free_taps_compiles_to_a_loop_not_a_stencil():
-    """A 33x33 Gaussian's program of float32 (one per size: the loops need static sizes; uint8
-    runs gdp.runtime.separable's kernel): its taps gathered and reduced (a handful of nodes),
-    where the unrolled stencil had a Slice, a Mul and an Add per tap."""
-    cv2.GaussianBlur(F32, (33, 33), 0)
+    """A 33x33 Gaussian's program of uint16 (one per size: the loops need static sizes; uint8
+    and float32 run gdp.runtime.separable's kernel): its taps gathered and reduced (a handful
+    of nodes), where the unrolled stencil had a Slice, a Mul and an Add per tap."""
+    u16 = U8.astype(np.uint16) * 200
+    cv2.GaussianBlur(u16, (33, 33), 0)
     (model,) = [
         m
         for (key, _), m in engine._programs.items()
-        if key[:3] == ("GaussianBlur", (F32.shape,), ("<f4",))
+        if key[:3] == ("GaussianBlur", (u16.shape,), ("<u2",))
         and key[4] == (("kx", 33), ("ky", 33))
     ]
     ops = [node.op_type for node in model.source_onnx.graph.node]
