@@ -235,16 +235,23 @@ def GaussianBlur(
     # smaller images, whose borders reflect more than once, and kernels longer than FREE_TAPS
     # (their loops need static sizes) get one program per size. On the host, uint8 runs
     # gdp.runtime.separable's kernel instead: where no program serves every size, and for
-    # colour images, where it is faster (a 5x5 at 1080p BGR: 1.26 against 1.51 ms; gray images
-    # ran as fast or faster as the program).
+    # colour images with short kernels (its own tap counts), where it is faster (a 5x5 at
+    # 1080p BGR: 1.26 against 1.51 ms; gray images ran as fast or faster as the program, and so
+    # did a 31x31 as its loop over the taps: 2.1 against 2.9 ms at 480x640 BGR).
     free = _fits(src, kw, kh) and max(kw, kh) <= kernels.FREE_TAPS
-    colour = src.ndim == 3 and src.shape[2] > 1
+    short_colour = src.ndim == 3 and src.shape[2] > 1 and max(kw, kh) <= _static_taps()
     anchor = (kw // 2, kh // 2)
-    if dtype == np.uint8 and (colour or not free) and _separable_on_host(src, dtype):
+    if dtype == np.uint8 and (short_colour or not free) and _separable_on_host(src, dtype):
         return _separable(src, values["kx"], values["ky"], anchor, border, "gaussian", dst)
     if dtype == np.float32 and not free and _separable_on_host(src, dtype):
         return _separable(src, values["kx"], values["ky"], anchor, border, "float32", dst)
     return engine.call("GaussianBlur", _gaussian, [src], {"border": border}, dst, values, free)
+
+
+def _static_taps() -> int:
+    from gdp.runtime.separable import STATIC_TAPS
+
+    return STATIC_TAPS
 
 
 def _separable_on_host(src, out: np.dtype) -> bool:
@@ -379,9 +386,11 @@ def boxFilter(
         border=border,
     )
     free = _fits(src, kw, kh) and max(kw, kh) <= kernels.FREE_TAPS
-    if normalize and out == np.uint8 and _separable_on_host(src, out):
-        # gdp.runtime.separable's kernel for every size and kernel, _box's arithmetic (faster
-        # than the program: 1.2 against 2.1 ms for a 5x5 blur at 1080p BGR)
+    short = max(kw, kh) <= _static_taps()
+    if normalize and out == np.uint8 and (short or not free) and _separable_on_host(src, out):
+        # gdp.runtime.separable's kernel, _box's arithmetic: where no program serves every size,
+        # and for short kernels (its own tap counts), where it is faster (a 5x5 blur at 1080p
+        # BGR: 1.2 against 2.1 ms; a 31x31 ran slower, 2.4 against 1.7 ms at 480x640)
         area = kw * kh
         ones = np.ones(kw), np.ones(kh)
         anchor = _anchor(anchor, kw, kh)
