@@ -23,12 +23,13 @@ one fma a tap and vector.
 from __future__ import annotations
 
 import functools
-import threading
+from typing import NamedTuple
 
 import numpy as np
 
 from gdp.errors import InputError
 from gdp.runtime.tir_text import block_sums, columns, describe, indent
+from gdp.runtime.workspace import scratch
 
 # Values an output block sums at once (4 AVX-512 registers of float32).
 BLOCK = 64
@@ -162,22 +163,15 @@ def source(src: str, dst: str) -> tuple[str, str]:
 def filter2d(
     image: np.ndarray,
     kernel: np.ndarray,
-    anchor_x: int,
-    rows: np.ndarray,
-    cols: np.ndarray,
+    anchor: tuple[int, int],
+    border: int,
     dst_dtype,
     delta: float = 0.0,
-    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """The correlation of `image` (h, w) or (h, w, c), uint8 or float32, with the 2-D `kernel`
-    (weights rounded to float32; its anchor is in the maps), plus `delta`, into `dst_dtype`.
-
-    `rows`: for each of the h + kh - 1 padded rows, the image row it reads (-1: zeros, the
-    constant border); `cols`: for each of the w + kw - 1 padded columns, the image column
-    (-1: zeros), the image's own from column `anchor_x`. Padded row i + dy, column j + dx is
-    tap (dy, dx) of output (i, j), as cv::borderInterpolate maps them for the anchor. Written
-    into `out` where given (a C-contiguous array of the image's shape and `dst_dtype`), else a
-    new array."""
+    (weights rounded to float32) at `anchor` (x, y, inside the kernel), the image's border
+    `border` (OpenCV's BORDER_CONSTANT, with zeros, REPLICATE, REFLECT, WRAP or REFLECT_101),
+    plus `delta`, as a new array of `dst_dtype`."""
     from gdp.runtime.backends.tvm.kernels import run_host_kernel
 
     dst = np.dtype(dst_dtype).name
@@ -188,76 +182,72 @@ def filter2d(
         )
     if image.ndim not in (2, 3):
         raise InputError(f"filter2d: expected an image (h, w) or (h, w, c), got {image.shape}")
-    kernel = np.asarray(kernel)
+    kernel = np.asarray(kernel, np.float32)
     if kernel.ndim != 2 or not kernel.size:
         raise InputError(f"filter2d: expected a non-empty 2-D kernel, got shape {kernel.shape}")
-    h, w = image.shape[:2]
-    kh, kw = kernel.shape
     channels = image.shape[2] if image.ndim == 3 else 1
-    rows = np.ascontiguousarray(rows, np.int32)
-    cols = np.ascontiguousarray(cols, np.int32)
-    if rows.shape != (h + kh - 1,) or cols.shape != (w + kw - 1,):
-        raise InputError(
-            f"filter2d: expected {h + kh - 1} row and {w + kw - 1} column indices for a"
-            f" {h}x{w} image and a {kh}x{kw} kernel, got {rows.shape} and {cols.shape}"
-        )
-    if rows.max(initial=-1) >= h or cols.max(initial=-1) >= w or min(rows.min(), cols.min()) < -1:
-        raise InputError(f"filter2d: a row or column index outside -1..{h - 1} or -1..{w - 1}")
-    if not (0 <= anchor_x < kw and np.array_equal(cols[anchor_x : anchor_x + w], np.arange(w))):
-        # The kernel reads the image's own columns directly, from anchor_x.
-        raise InputError(
-            f"filter2d: the column map must hold the image's columns 0..{w - 1} from anchor_x"
-            f" = {anchor_x}"
-        )
-    wc, wpc = w * channels, (w + kw - 1) * channels
-    strips = max(1, min(MAX_STRIPS, h // max(kh, 8)))
-    if max(image.size, MAX_STRIPS * kh * wpc) > MAX_VALUES:
-        raise InputError(f"filter2d: {image.size} values, more than the {MAX_VALUES} indexed")
-    if out is None:
-        out = np.empty(image.shape, dst)
-    elif out.shape != image.shape or out.dtype != dst or not out.flags.c_contiguous:
-        raise InputError(
-            f"filter2d: out must be a C-contiguous {dst} array of shape {image.shape}, got"
-            f" {describe(out)}"
-        )
+    key = (kernel.shape, kernel.tobytes())
+    plan = _plan(image.shape[:2], channels, key, tuple(anchor), border, image.dtype.name, dst)
+    out = np.empty(image.shape, dst)
     if not image.size:
         return out
-    # Non-zero taps in row-major order (OpenCV's order), the column offset in values.
-    dys, dxs = np.nonzero(kernel)
-    weights = kernel[dys, dxs].astype(np.float32)
-    if not len(weights):  # OpenCV's all-zero kernel: delta everywhere
-        dys, dxs, weights = np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.float32)
-    element_cols = np.where(
-        cols[:, None] < 0, -1, cols[:, None] * channels + np.arange(channels)
-    ).reshape(-1)
-    name, text = source(image.dtype.name, dst)
+    h, wc = image.shape[0], image.shape[1] * channels
     run_host_kernel(
-        name,
-        text,
+        plan.name,
+        plan.text,
         np.ascontiguousarray(image).reshape(h, wc),
         out.reshape(h, wc),
-        rows,
-        np.ascontiguousarray(element_cols, np.int32),
-        np.ascontiguousarray(dys, np.int32),
-        np.ascontiguousarray(dxs * channels, np.int32),
-        weights,
-        _scratch("ring", MAX_STRIPS * kh * wpc, np.float32),
-        _scratch("offsets", MAX_STRIPS * len(weights), np.int32),
-        anchor_x * channels,
+        *plan.tables,
+        scratch("filter2d_ring", plan.ring, np.float32),
+        scratch("filter2d_offsets", MAX_STRIPS * len(plan.tables[-1]), np.int32),
+        anchor[0] * channels,
         float(np.float32(delta)),
-        strips,
+        plan.strips,
     )
     return out
 
 
-_workspace = threading.local()
+class _Plan(NamedTuple):
+    name: str
+    text: str
+    tables: tuple  # rows, columns, tap rows, tap columns, weights: the kernel's inputs
+    ring: int  # float32 values of the strips' rings
+    strips: int
 
 
-def _scratch(name: str, size: int, dtype) -> np.ndarray:
-    """This thread's scratch array `name` (kept between calls: a new ring each call cost its
-    page faults)."""
-    array = getattr(_workspace, name, None)
-    if array is None or array.size < size:
-        array = np.empty(size, dtype)
-        setattr(_workspace, name, array)
-    return array[:size]
+@functools.lru_cache(maxsize=64)
+def _plan(shape, channels, kernel_key, anchor, border, src, dst) -> _Plan:
+    """The kernel, its index maps and taps for one image shape and filter (kept: a call of a
+    known size builds nothing)."""
+    from gdp.ops.border_index import axis_map
+
+    (kh, kw), data = kernel_key
+    kernel = np.frombuffer(data, np.float32).reshape(kh, kw)
+    (h, w), (ax, ay) = shape, anchor
+    if not (0 <= ax < kw and 0 <= ay < kh):
+        raise InputError(f"filter2d: the anchor {anchor} is outside the {kw}x{kh} kernel")
+    wc, wpc = w * channels, (w + kw - 1) * channels
+    if max(h * wc, MAX_STRIPS * kh * wpc) > MAX_VALUES:
+        raise InputError(f"filter2d: {h * wc} values, more than the {MAX_VALUES} indexed")
+    try:
+        rows = axis_map(h, ay, kh - 1 - ay, border)
+        cols = axis_map(w, ax, kw - 1 - ax, border)
+    except ValueError as err:
+        raise InputError(f"filter2d: {err}") from err
+    # The padded row's values: -1 (the constant border's zeros), else the image's value index.
+    values = np.where(cols[:, None] < 0, -1, cols[:, None] * channels + np.arange(channels))
+    # Non-zero taps in row-major order (OpenCV's order), the column offset in values.
+    dys, dxs = np.nonzero(kernel)
+    weights = kernel[dys, dxs]
+    if not len(weights):  # OpenCV's all-zero kernel: delta everywhere
+        dys, dxs, weights = np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.float32)
+    name, text = source(src, dst)
+    tables = (
+        rows,
+        values.reshape(-1).astype(np.int32),
+        dys.astype(np.int32),
+        (dxs * channels).astype(np.int32),
+        weights.astype(np.float32),
+    )
+    strips = max(1, min(MAX_STRIPS, h // max(kh, 8)))
+    return _Plan(name, text, tables, MAX_STRIPS * kh * wpc, strips)

@@ -32,13 +32,13 @@ expression (gdp.runtime.tir_text.block_sums).
 from __future__ import annotations
 
 import functools
-import threading
 from typing import NamedTuple
 
 import numpy as np
 
 from gdp.errors import InputError
 from gdp.runtime.tir_text import block_sums, columns, describe, indent, inline
+from gdp.runtime.workspace import scratch
 
 # Values an output block sums at once (64 bytes of uint8 in, 2-4 AVX-512 registers of sums).
 BLOCK = 64
@@ -130,6 +130,7 @@ def {name}(
     ky_handle: T.handle,
     ring_handle: T.handle,
     offsets_handle: T.handle,
+    csum_handle: T.handle,
     channels: T.int32,
     left: T.int32,
     p0: T.int32,
@@ -146,6 +147,7 @@ def {name}(
     nx = T.int32()
     ny = T.int32()
     n_ring = T.int32()
+    n_csum = T.int32()
     img = T.match_buffer(img_handle, (h, wc), "{src}", align=1)
     out = T.match_buffer(out_handle, (h, wc), "{dst}", align=1)
     rows = T.match_buffer(rows_handle, (hp,), "int32", align=4)
@@ -154,6 +156,7 @@ def {name}(
     ky = T.match_buffer(ky_handle, (ny,), "{weight}", align=4)
     ring = T.match_buffer(ring_handle, (n_ring,), "{ring}", align={ring_align})
     offsets = T.match_buffer(offsets_handle, ({max_strips} * ny,), "int32", align=4)
+    csum = T.match_buffer(csum_handle, (n_csum,), "{column}", align={column_align})
     # lo, hi: the values whose row taps all lie in the image, [lo, hi) of each row.
     lo = T.min(left, wc)
     hi = T.max(lo, wc - (nx - 1) * channels + left)
@@ -165,18 +168,49 @@ def {name}(
         for r in range(ny - 1):
 {first_rows}
         for y in range(y0, y1):
+{before_row}
 {next_row}
-            for t in range(ny):  # each tap's row of row sums in the ring
-                offsets[s * ny + t] = s * ny * wc + (y + t) % ny * wc
-            sums = csums
-            for xo in range(wc // {block}):
-{column_block}
-            for x in range(wc // {block} * {block}, wc):
-                sums[0] = T.{column}(0)
-                for t in range(ny):
-                    sums[0] = sums[0] + {column_tail}
-                out[y, x] = {store_tail}
+{column_pass}
 """
+
+
+# Each output row from the ring's `ny` rows of row sums.
+_SUMMED_COLUMNS = """\
+for t in range(ny):  # each tap's row of row sums in the ring
+    offsets[s * ny + t] = s * ny * wc + (y + t) % ny * wc
+sums = csums
+for xo in range(wc // {block}):
+{column_block}
+for x in range(wc // {block} * {block}, wc):
+    sums[0] = T.{column}(0)
+    for t in range(ny):
+        sums[0] = sums[0] + {column_tail}
+    out[y, x] = {store_tail}
+"""
+
+
+def _running_columns(column: str, store: str) -> tuple[str, str]:
+    """(before the row pass, after it) of a box's column pass as a running sum per strip (its
+    `csum` row): the strip's first row sums the ring's rows; each later one subtracts the row
+    sums leaving the window (before the row pass writes over them) and adds the new ones. One
+    pass over the row, whatever the kernel's height."""
+    at = "csum[s * wc + {x}]"
+
+    def update(op: str, row: str) -> str:
+        value = f'T.Cast("{column}", ring[s * ny * wc + ({row}) % ny * wc + {{x}}])'
+        return columns(f"{at} = {at} {op} {value}", "0", "wc", LANES)
+
+    before = "if y > y0:\n" + indent(update("-", "y - 1"), 4)
+    after = (
+        "if y == y0:\n"
+        + indent(columns(f"{at} = T.{column}(0)", "0", "wc", LANES), 4)
+        + "    for t in range(ny):\n"
+        + indent(update("+", "y0 + t"), 8)
+        + "else:\n"
+        + indent(update("+", "y + ny - 1"), 4)
+        + columns(f"out[y, {{x}}] = {store.replace('{v}', at)}", "0", "wc", LANES)
+    )
+    return before, after
 
 
 @functools.cache
@@ -190,34 +224,46 @@ def source(finish: str, ring: str, column: str, taps: tuple[int, int] | None) ->
     if taps:
         name += f"_{taps[0]}x{taps[1]}"
     ones = finish.startswith("box")  # a box's weights are all 1: no multiplies
-    weight = "" if ones else "ky[{t}]"
-    value = f"ring[offsets[s * ny + ({{t}})] + xo * {BLOCK} + i]"
-    block = block_sums(
-        f"out[y, xo * {BLOCK} + i] = {_STORE[finish].format(v='sums[i]')}",
-        value,
-        weight,
-        taps[1] if taps else "ny",
-        column,
-        BLOCK,
-    )
-    tail = f'T.Cast("{column}", ring[offsets[s * ny + t] + x])' + (
-        "" if ones else f' * T.Cast("{column}", ky[t])'
-    )
+    if ones and not taps:  # a long box: its column sums run (RUNNING)
+        name += "_running"
+        before, after = _running_columns(column, _STORE[finish])
+    else:
+        weight = "" if ones else "ky[{t}]"
+        value = f"ring[offsets[s * ny + ({{t}})] + xo * {BLOCK} + i]"
+        block = block_sums(
+            f"out[y, xo * {BLOCK} + i] = {_STORE[finish].format(v='sums[i]')}",
+            value,
+            weight,
+            taps[1] if taps else "ny",
+            column,
+            BLOCK,
+        )
+        tail = f'T.Cast("{column}", ring[offsets[s * ny + t] + x])' + (
+            "" if ones else f' * T.Cast("{column}", ky[t])'
+        )
+        before = ""
+        after = _SUMMED_COLUMNS.format(
+            block=BLOCK,
+            column=column,
+            column_block=indent(block, 4),
+            column_tail=tail,
+            store_tail=_STORE[finish].format(v="sums[0]"),
+        )
     text = _SOURCE.format(
         name=name,
         dst=FINISH[finish],
         src=src,
         weight=src if src == "float32" else "int32",
         ring_align=np.dtype(ring).itemsize,
+        column_align=np.dtype(column).itemsize,
         ring=ring,
         column=column,
         block=BLOCK,
         max_strips=MAX_STRIPS,
         first_rows=indent(_row_pass("y0 + r", ring, ones, taps), 12),
         next_row=indent(_row_pass("y + ny - 1", ring, ones, taps), 12),
-        column_block=indent(block, 16),
-        column_tail=tail,
-        store_tail=_STORE[finish].format(v="sums[0]"),
+        before_row=indent(before, 12),
+        column_pass=indent(after, 12),
     )
     return name, inline(text, ("y0", "y1", "lo", "hi", "sums"))
 
@@ -282,8 +328,9 @@ def separable(
         np.ascontiguousarray(image).reshape(h, wc),
         out.reshape(h, wc),
         *plan.tables,
-        _scratch("ring", MAX_STRIPS * len(ky) * wc, plan.ring),
-        _scratch("offsets", MAX_STRIPS * len(ky), np.int32),
+        scratch("separable_ring", MAX_STRIPS * len(ky) * wc, plan.ring),
+        scratch("separable_offsets", MAX_STRIPS * len(ky), np.int32),
+        scratch("separable_csum", MAX_STRIPS * wc if plan.running else 1, plan.column),
         channels,
         anchor[0] * channels,
         int(p0),
@@ -300,6 +347,8 @@ class _Plan(NamedTuple):
     text: str
     tables: tuple  # rows, columns, kx, ky: the kernel's read-only inputs
     ring: np.dtype
+    column: np.dtype
+    running: bool  # a running column sum (the kernel's csum rows)
     strips: int
 
 
@@ -337,17 +386,5 @@ def _plan(shape, channels, kx, ky, anchor, border, finish) -> _Plan:
     weight = np.float32 if floats else np.int32
     tables = rows, values.reshape(-1).astype(np.int32), kx.astype(weight), ky.astype(weight)
     strips = max(1, min(MAX_STRIPS, h // max(ky.size, 8)))
-    return _Plan(name, text, tables, np.dtype(ring), strips)
-
-
-_workspace = threading.local()
-
-
-def _scratch(name: str, size: int, dtype) -> np.ndarray:
-    """This thread's scratch array `name` (kept between calls: a new ring each call cost its
-    page faults)."""
-    array = getattr(_workspace, name, None)
-    if array is None or array.size < size or array.dtype != dtype:
-        array = np.empty(size, dtype)
-        setattr(_workspace, name, array)
-    return array[:size]
+    running = name.endswith("_running")
+    return _Plan(name, text, tables, np.dtype(ring), np.dtype(column), running, strips)

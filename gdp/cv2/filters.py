@@ -503,18 +503,13 @@ def _correlates_on_host(src, out: np.dtype, params: dict) -> bool:
 
 
 def _correlate_on_host(src: np.ndarray, out: np.dtype, params: dict, dst) -> np.ndarray:
-    """filter2D as OpenCV's direct filter computes it (gdp.runtime.filter2d), the border as
-    index maps for the anchor."""
-    from gdp.ops.border_index import axis_map
+    """filter2D as OpenCV's direct filter computes it (gdp.runtime.filter2d)."""
     from gdp.runtime import filter2d
 
     kernel = np.asarray(params["kernel_2d"], np.float64)
     kh, kw = kernel.shape
-    ax, ay = _anchor(params["anchor"], kw, kh)
-    h, w = src.shape[:2]
-    rows = axis_map(h, ay, kh - 1 - ay, params["border"])
-    cols = axis_map(w, ax, kw - 1 - ax, params["border"])
-    result = filter2d.filter2d(src, kernel.astype(np.float32), ax, rows, cols, out, params["delta"])
+    anchor = _anchor(params["anchor"], kw, kh)
+    result = filter2d.filter2d(src, kernel, anchor, params["border"], out, params["delta"])
     return common.finish(result, dst)
 
 
