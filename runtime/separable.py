@@ -22,11 +22,11 @@ Why by hand: these filters compiled a program per image size where the kernel is
 31 taps (their loops need static sizes) or larger than the image (its border reflects more
 than once); this kernel serves every size and kernel length from one compile.
 
-Layout: each strip of rows keeps a ring of `ky` rows of row sums; each padded source row's row
-sums go into the ring once (the values whose taps all lie in the image straight from it as
-vectors, the few others through the column map; a row outside the image through the row map,
--1: the constant border's zeros), and each output row sums the ring's rows, GROUP taps an
-expression (gdp.runtime.tir_text.block_sums).
+Layout: each strip of rows keeps a ring of `ky` rows of row sums. Each padded source row goes
+once into the strip's line with its border columns (through the column map; a row outside the
+image through the row map, -1: the constant border's zeros), and its row sums, computed from the
+line a block of values at a time, into the ring; each output row sums the ring's rows (a long
+box keeps a running sum), GROUP taps an expression (gdp.runtime.tir_text.block_sums).
 """
 
 from __future__ import annotations
@@ -76,27 +76,21 @@ _STORE = {
 }
 
 
-def _row_pass(row: str, ring: str, ones: bool, taps: tuple[int, int] | None) -> str:
+def _row_pass(row: str, src: str, ring: str, ones: bool, taps: tuple[int, int] | None) -> str:
     """Padded row `row`'s row sums (in the ring's type: exact, as no partial sum leaves it)
-    into ring slot row % ny: the values whose taps all lie in the image straight from it as
-    vectors, the others through the column map."""
-    slot = f"s * ny * wc + ({row}) % ny * wc"
+    into ring slot row % ny: the row with its border columns (through the column map) into the
+    strip's line, then every block of values from the line as vectors (the last block reads
+    past the row into the line's spare BLOCK values and writes past it into the ring row's
+    spare values; neither is read after)."""
+    slot = f"s * ny * wr + ({row}) % ny * wr"
     weight = "" if ones else "kx[{t}]"
-    direct = f"img[rows[{row}], lo + xo * {BLOCK} + i + ({{t}}) * channels - left]"
-    mapped = (
-        f"T.Select(cols[x + t * channels] < 0, T.{ring}(0),"
-        f' T.Cast("{ring}", img[rows[{row}], T.max(cols[x + t * channels], 0)]))'
-    )
-    edge = (
-        f"sums[0] = T.{ring}(0)\n"
-        "for t in range(nx):\n"
-        f"    sums[0] = sums[0] + {mapped}"
-        + ("" if ones else f' * T.Cast("{ring}", kx[t])')
-        + f"\nring[{slot} + x] = sums[0]\n"
+    border = (
+        f"line[s * wl + p] = T.Select(cols[p] < 0, T.{src}(0),"
+        f" img[rows[{row}], T.max(cols[p], 0)])\n"
     )
     block = block_sums(
-        f"ring[{slot} + lo + xo * {BLOCK} + i] = sums[i]",
-        direct,
+        f"ring[{slot} + xo * {BLOCK} + i] = sums[i]",
+        f"line[s * wl + xo * {BLOCK} + i + ({{t}}) * channels]",
         weight,
         taps[0] if taps else "nx",
         ring,
@@ -107,13 +101,14 @@ def _row_pass(row: str, ring: str, ones: bool, taps: tuple[int, int] | None) -> 
         + indent(columns(f"ring[{slot} + {{x}}] = T.{ring}(0)", "0", "wc", LANES), 4)
         + "else:\n"
         + indent(
-            "sums = rsums\n"
-            f"for xo in range((hi - lo) // {BLOCK}):\n"
-            + indent(block, 4)
-            + "for x in range(lo):\n"
-            + indent(edge, 4)
-            + f"for x in range(lo + (hi - lo) // {BLOCK} * {BLOCK}, wc):\n"
-            + indent(edge, 4),
+            "for p in range(left):\n"
+            + indent(border, 4)
+            + columns(f"line[s * wl + left + {{x}}] = img[rows[{row}], {{x}}]", "0", "wc", LANES)
+            + "for p in range(left + wc, wpc):\n"
+            + indent(border, 4)
+            + "sums = rsums\n"
+            + f"for xo in range((wc + {BLOCK} - 1) // {BLOCK}):\n"
+            + indent(block, 4),
             4,
         )
     )
@@ -128,6 +123,7 @@ def {name}(
     cols_handle: T.handle,
     kx_handle: T.handle,
     ky_handle: T.handle,
+    line_handle: T.handle,
     ring_handle: T.handle,
     offsets_handle: T.handle,
     csum_handle: T.handle,
@@ -146,6 +142,7 @@ def {name}(
     wpc = T.int32()
     nx = T.int32()
     ny = T.int32()
+    n_line = T.int32()
     n_ring = T.int32()
     n_csum = T.int32()
     img = T.match_buffer(img_handle, (h, wc), "{src}", align=1)
@@ -154,12 +151,13 @@ def {name}(
     cols = T.match_buffer(cols_handle, (wpc,), "int32", align=4)
     kx = T.match_buffer(kx_handle, (nx,), "{weight}", align=4)
     ky = T.match_buffer(ky_handle, (ny,), "{weight}", align=4)
+    line = T.match_buffer(line_handle, (n_line,), "{src}", align=1)
     ring = T.match_buffer(ring_handle, (n_ring,), "{ring}", align={ring_align})
     offsets = T.match_buffer(offsets_handle, ({max_strips} * ny,), "int32", align=4)
     csum = T.match_buffer(csum_handle, (n_csum,), "{column}", align={column_align})
-    # lo, hi: the values whose row taps all lie in the image, [lo, hi) of each row.
-    lo = T.min(left, wc)
-    hi = T.max(lo, wc - (nx - 1) * channels + left)
+    # wl: a strip's line (a padded row and a spare block); wr: a ring row (whole blocks).
+    wl = wpc + {block}
+    wr = (wc + {block} - 1) // {block} * {block}
     for s in T.parallel(strips):
         rsums = T.alloc_buffer(({block},), "{ring}", scope="local")
         csums = T.alloc_buffer(({block},), "{column}", scope="local")
@@ -177,7 +175,7 @@ def {name}(
 # Each output row from the ring's `ny` rows of row sums.
 _SUMMED_COLUMNS = """\
 for t in range(ny):  # each tap's row of row sums in the ring
-    offsets[s * ny + t] = s * ny * wc + (y + t) % ny * wc
+    offsets[s * ny + t] = s * ny * wr + (y + t) % ny * wr
 sums = csums
 for xo in range(wc // {block}):
 {column_block}
@@ -197,7 +195,7 @@ def _running_columns(column: str, store: str) -> tuple[str, str]:
     at = "csum[s * wc + {x}]"
 
     def update(op: str, row: str) -> str:
-        value = f'T.Cast("{column}", ring[s * ny * wc + ({row}) % ny * wc + {{x}}])'
+        value = f'T.Cast("{column}", ring[s * ny * wr + ({row}) % ny * wr + {{x}}])'
         return columns(f"{at} = {at} {op} {value}", "0", "wc", LANES)
 
     before = "if y > y0:\n" + indent(update("-", "y - 1"), 4)
@@ -260,12 +258,12 @@ def source(finish: str, ring: str, column: str, taps: tuple[int, int] | None) ->
         column=column,
         block=BLOCK,
         max_strips=MAX_STRIPS,
-        first_rows=indent(_row_pass("y0 + r", ring, ones, taps), 12),
-        next_row=indent(_row_pass("y + ny - 1", ring, ones, taps), 12),
+        first_rows=indent(_row_pass("y0 + r", src, ring, ones, taps), 12),
+        next_row=indent(_row_pass("y + ny - 1", src, ring, ones, taps), 12),
         before_row=indent(before, 12),
         column_pass=indent(after, 12),
     )
-    return name, inline(text, ("y0", "y1", "lo", "hi", "sums"))
+    return name, inline(text, ("y0", "y1", "wl", "wr", "sums"))
 
 
 def _smallest(bound: int, signed: bool) -> str:
@@ -321,14 +319,15 @@ def separable(
     out = np.empty(image.shape, FINISH[finish])
     if not image.size:
         return out
-    h, wc = image.shape[0], image.shape[1] * channels
+    (h, w), wc = image.shape[:2], image.shape[1] * channels
     run_host_kernel(
         plan.name,
         plan.text,
         np.ascontiguousarray(image).reshape(h, wc),
         out.reshape(h, wc),
         *plan.tables,
-        scratch("separable_ring", MAX_STRIPS * len(ky) * wc, plan.ring),
+        scratch("separable_line", MAX_STRIPS * ((w + len(kx) - 1) * channels + BLOCK), image.dtype),
+        scratch("separable_ring", MAX_STRIPS * len(ky) * -(-wc // BLOCK) * BLOCK, plan.ring),
         scratch("separable_offsets", MAX_STRIPS * len(ky), np.int32),
         scratch("separable_csum", MAX_STRIPS * wc if plan.running else 1, plan.column),
         channels,
@@ -371,7 +370,8 @@ def _plan(shape, channels, kx, ky, anchor, border, finish) -> _Plan:
             f"separable: the anchor {anchor} is outside the {kx.size}x{ky.size} kernel"
         )
     wc = w * channels
-    if max(h * wc, MAX_STRIPS * ky.size * wc, (w + kx.size) * channels) > MAX_VALUES:
+    line = (w + kx.size - 1) * channels + BLOCK
+    if max(h * wc, MAX_STRIPS * ky.size * (wc + BLOCK), MAX_STRIPS * line) > MAX_VALUES:
         raise InputError(f"separable: {h * wc} values, more than the {MAX_VALUES} indexed")
     try:
         rows = axis_map(h, ay, ky.size - 1 - ay, border)

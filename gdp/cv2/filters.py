@@ -231,27 +231,19 @@ def GaussianBlur(
         "kx": tuple(kernels.gaussian_weights(kw, sigma_x, dtype)),
         "ky": tuple(kernels.gaussian_weights(kh, sigma_y, dtype)),
     }
-    # One program for every image size at least a kernel wide (gdp.ops.border.pad_any_size);
-    # smaller images, whose borders reflect more than once, and kernels longer than FREE_TAPS
-    # (their loops need static sizes) get one program per size. On the host, uint8 runs
-    # gdp.runtime.separable's kernel instead: where no program serves every size, and for
-    # colour images with short kernels (its own tap counts), where it is faster (a 5x5 at
-    # 1080p BGR: 1.26 against 1.51 ms; gray images ran as fast or faster as the program, and so
-    # did a 31x31 as its loop over the taps: 2.1 against 2.9 ms at 480x640 BGR).
+    # On the host, uint8 runs gdp.runtime.separable's kernel, for every size and kernel: as fast
+    # as the program for 3x3 and 5x5 kernels, faster for longer ones (31x31 at 480x640 BGR:
+    # 1.25 against 1.96 ms), and where the program serves one size only. Else one program for
+    # every image size at least a kernel wide (gdp.ops.border.pad_any_size); smaller images,
+    # whose borders reflect more than once, and kernels longer than FREE_TAPS (their loops need
+    # static sizes) get one program per size (float32 on the host: the kernel instead).
     free = _fits(src, kw, kh) and max(kw, kh) <= kernels.FREE_TAPS
-    short_colour = src.ndim == 3 and src.shape[2] > 1 and max(kw, kh) <= _static_taps()
     anchor = (kw // 2, kh // 2)
-    if dtype == np.uint8 and (short_colour or not free) and _separable_on_host(src, dtype):
+    if dtype == np.uint8 and _separable_on_host(src, dtype):
         return _separable(src, values["kx"], values["ky"], anchor, border, "gaussian", dst)
     if dtype == np.float32 and not free and _separable_on_host(src, dtype):
         return _separable(src, values["kx"], values["ky"], anchor, border, "float32", dst)
     return engine.call("GaussianBlur", _gaussian, [src], {"border": border}, dst, values, free)
-
-
-def _static_taps() -> int:
-    from gdp.runtime.separable import STATIC_TAPS
-
-    return STATIC_TAPS
 
 
 def _separable_on_host(src, out: np.dtype) -> bool:
@@ -386,11 +378,10 @@ def boxFilter(
         border=border,
     )
     free = _fits(src, kw, kh) and max(kw, kh) <= kernels.FREE_TAPS
-    short = max(kw, kh) <= _static_taps()
-    if normalize and out == np.uint8 and (short or not free) and _separable_on_host(src, out):
-        # gdp.runtime.separable's kernel, _box's arithmetic: where no program serves every size,
-        # and for short kernels (its own tap counts), where it is faster (a 5x5 blur at 1080p
-        # BGR: 1.2 against 2.1 ms; a 31x31 ran slower, 2.4 against 1.7 ms at 480x640)
+    if normalize and out == np.uint8 and _separable_on_host(src, out):
+        # gdp.runtime.separable's kernel for every size and kernel, _box's arithmetic: faster
+        # than the program (a 5x5 blur at 1080p BGR 1.1 against 2.1 ms, a 31x31 at 480x640
+        # 0.72 against 1.62 ms: the column sums run)
         area = kw * kh
         ones = np.ones(kw), np.ones(kh)
         anchor = _anchor(anchor, kw, kh)
