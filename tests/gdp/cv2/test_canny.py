@@ -160,6 +160,16 @@ STRIP_SHAPES = [
 ]
 
 
+def _against_opencv(images: dict, size: str) -> None:
+    """Each image, L1 and L2, at thresholds of edges, swapped ones and tiny ones."""
+    for name, image in images.items():
+        for l2 in (False, True):
+            for t1, t2 in ((50, 150), (150, 30), (1, 2)):
+                want = real.Canny(image, t1, t2, L2gradient=l2)
+                got = cv2.Canny(image, t1, t2, L2gradient=l2)
+                _assert_same(got, want, f"{name} {size} {t1}/{t2} L2={l2}")
+
+
 def _check_gray_kernel(shapes) -> None:
     photo = real.cvtColor(skimage.data.coffee(), real.COLOR_RGB2GRAY)
     for h, w in shapes:
@@ -167,12 +177,7 @@ def _check_gray_kernel(shapes) -> None:
             "photo": real.resize(photo, (w, h), interpolation=real.INTER_AREA),
             "noise": _random((h, w), seed=h * 1000 + w),
         }
-        for name, image in images.items():
-            for l2 in (False, True):
-                for t1, t2 in ((50, 150), (150, 30), (1, 2)):
-                    want = real.Canny(image, t1, t2, L2gradient=l2)
-                    got = cv2.Canny(image, t1, t2, L2gradient=l2)
-                    _assert_same(got, want, f"{name} {h}x{w} {t1}/{t2} L2={l2}")
+        _against_opencv(images, f"{h}x{w}")
 
 
 def test_gray_kernels_direction_tests_are_canny_cpps():
@@ -216,12 +221,7 @@ def _check_colour_kernel(shapes) -> None:
             "noise 4": noise,
             "tied": np.dstack([noise[..., 0], 255 - noise[..., 0], noise[..., 0]]),
         }
-        for name, image in images.items():
-            for l2 in (False, True):
-                for t1, t2 in ((50, 150), (150, 30), (1, 2)):
-                    want = real.Canny(image, t1, t2, L2gradient=l2)
-                    got = cv2.Canny(image, t1, t2, L2gradient=l2)
-                    _assert_same(got, want, f"{name} {h}x{w} {t1}/{t2} L2={l2}")
+        _against_opencv(images, f"{h}x{w}")
 
 
 def test_colour_kernel_at_sizes_that_move_its_strips_and_vectors():
