@@ -199,7 +199,7 @@ def filter2d(
         out.reshape(h, wc),
         *plan.tables,
         scratch("filter2d_ring", plan.ring, np.float32),
-        scratch("filter2d_offsets", MAX_STRIPS * len(plan.tables[-1]), np.int32),
+        scratch("filter2d_offsets", MAX_STRIPS * plan.taps, np.int32),
         anchor[0] * channels,
         float(np.float32(delta)),
         plan.strips,
@@ -210,7 +210,8 @@ def filter2d(
 class _Plan(NamedTuple):
     name: str
     text: str
-    tables: tuple  # rows, columns, tap rows, tap columns, weights: the kernel's inputs
+    tables: tuple  # rows, columns, tap rows, tap columns, weights: TVM tensors
+    taps: int
     ring: int  # float32 values of the strips' rings
     strips: int
 
@@ -220,6 +221,7 @@ def _plan(shape, channels, kernel_key, anchor, border, src, dst) -> _Plan:
     """The kernel, its index maps and taps for one image shape and filter (kept: a call of a
     known size builds nothing)."""
     from gdp.ops.border_index import axis_map
+    from gdp.runtime.backends.tvm.kernels import host_tensors
 
     (kh, kw), data = kernel_key
     kernel = np.frombuffer(data, np.float32).reshape(kh, kw)
@@ -242,7 +244,7 @@ def _plan(shape, channels, kernel_key, anchor, border, src, dst) -> _Plan:
     if not len(weights):  # OpenCV's all-zero kernel: delta everywhere
         dys, dxs, weights = np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.float32)
     name, text = source(src, dst)
-    tables = (
+    tables = host_tensors(
         rows,
         values.reshape(-1).astype(np.int32),
         dys.astype(np.int32),
@@ -250,4 +252,4 @@ def _plan(shape, channels, kernel_key, anchor, border, src, dst) -> _Plan:
         weights.astype(np.float32),
     )
     strips = max(1, min(MAX_STRIPS, h // max(kh, 8)))
-    return _Plan(name, text, tables, MAX_STRIPS * kh * wpc, strips)
+    return _Plan(name, text, tables, len(weights), MAX_STRIPS * kh * wpc, strips)

@@ -344,7 +344,7 @@ def separable(
 class _Plan(NamedTuple):
     name: str
     text: str
-    tables: tuple  # rows, columns, kx, ky: the kernel's read-only inputs
+    tables: tuple  # rows, columns, kx, ky: the kernel's read-only inputs, as TVM tensors
     ring: np.dtype
     column: np.dtype
     running: bool  # a running column sum (the kernel's csum rows)
@@ -356,6 +356,7 @@ def _plan(shape, channels, kx, ky, anchor, border, finish) -> _Plan:
     """The kernel, its index maps and weights for one image shape and filter (kept: a call of
     a known size builds nothing)."""
     from gdp.ops.border_index import axis_map
+    from gdp.runtime.backends.tvm.kernels import host_tensors
 
     kx, ky = np.array(kx, np.float64), np.array(ky, np.float64)
     floats = finish == "float32"
@@ -384,7 +385,9 @@ def _plan(shape, channels, kx, ky, anchor, border, finish) -> _Plan:
     static = (kx.size, ky.size) if max(kx.size, ky.size) <= STATIC_TAPS else None
     name, text = source(finish, ring, column, static)
     weight = np.float32 if floats else np.int32
-    tables = rows, values.reshape(-1).astype(np.int32), kx.astype(weight), ky.astype(weight)
+    tables = host_tensors(
+        rows, values.reshape(-1).astype(np.int32), kx.astype(weight), ky.astype(weight)
+    )
     strips = max(1, min(MAX_STRIPS, h // max(ky.size, 8)))
     running = name.endswith("_running")
     return _Plan(name, text, tables, np.dtype(ring), np.dtype(column), running, strips)

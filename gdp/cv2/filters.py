@@ -3,6 +3,7 @@ medianBlur, Sobel, Scharr, Laplacian, erode, dilate, morphologyEx, Canny."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import cv2 as _cv2
@@ -252,12 +253,16 @@ def _separable_on_host(src, out: np.dtype) -> bool:
     if common.is_tensor(src):  # graph mode: the program
         return False
     out = np.dtype(out)
-    if (common.dtype_of(src).name, out.name) not in _SEPARABLE_TYPES:
+    if (common.dtype_of(src), out) not in _SEPARABLE_TYPES:
         return False
     return common.on_host(src, out_bytes=src.size * out.itemsize)
 
 
-_SEPARABLE_TYPES = {("uint8", "uint8"), ("uint8", "int16"), ("float32", "float32")}
+# np.dtype pairs (a dtype's .name costs microseconds a call; np.uint8 itself hashes otherwise)
+_SEPARABLE_TYPES = {
+    (np.dtype(a), np.dtype(b))
+    for a, b in ((np.uint8, np.uint8), (np.uint8, np.int16), (np.float32, np.float32))
+}
 
 
 def _separable(src, kernel_x, kernel_y, anchor, border: int, finish: str, dst, **finishing):
@@ -634,6 +639,7 @@ def Laplacian(
     )
 
 
+@functools.lru_cache(maxsize=64)
 def _derived_kernels(derive: tuple) -> dict:
     """The kernels of a Sobel/Scharr ("sobel", dx, dy, ksize) or a Laplacian ("laplacian",
     ksize, scale) (gdp.ops.derivatives, NumPy only: a hand kernel's call imports no TensorFlow)."""
