@@ -1,9 +1,10 @@
 """OpenCV's image borders as TF ops: which source pixel each pixel outside the image reads.
 
-`border_index` is OpenCV's borderInterpolate, exactly (small images included: a 1-pixel-wide
-image reflects onto itself). `pad` turns the index list of each axis into the fewest slices
-(runs ascending or descending by one) and concatenates them, so the padded image is plain data
-movement that a backend inlines into the filter reading it; a constant border is a fill.
+gdp.ops.border_index holds OpenCV's borderInterpolate, exactly (small images included: a
+1-pixel-wide image reflects onto itself). `pad` turns the index list of each axis into the
+fewest slices (runs ascending or descending by one) and concatenates them, so the padded image
+is plain data movement that a backend inlines into the filter reading it; a constant border is
+a fill.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from gdp.ops.border_index import (
     BORDER_REFLECT_101,
     BORDER_REPLICATE,
     BORDER_WRAP,
-    border_index,
+    axis_map,
 )
 from gdp.ops.scalar import saturated_scalar
 
@@ -50,7 +51,7 @@ def _pad_axis(image: tf.Tensor, axis: int, before: int, after: int, border: int,
     length = image.shape[axis]
     if length is None:
         raise ValueError("pad: the padded axes need static sizes")
-    indices = [border_index(p, length, border) for p in range(-before, length + after)]
+    indices = axis_map(length, before, after, border).tolist()
     pieces = []
     for first, count, step in _runs(indices):
         index = [slice(None)] * image.shape.rank

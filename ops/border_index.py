@@ -49,3 +49,16 @@ def axis_map(length: int, before: int, after: int, border: int) -> np.ndarray:
     last = [border_index(p, length, border) for p in range(length, length + after)]
     own = np.arange(length, dtype=np.int32)
     return np.concatenate([np.array(first, np.int32), own, np.array(last, np.int32)])
+
+
+def padded_maps(
+    shape: tuple[int, int], channels: int, kernel: tuple[int, int], anchor, border: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """For an (h, w) image of `channels` interleaved values and a (kh, kw) kernel at `anchor`
+    (x, y): the image row each padded row reads, and the image value each padded row's value
+    reads (int32, -1: the constant border's zeros), as a filter's taps read them."""
+    (h, w), (kh, kw), (ax, ay) = shape, kernel, anchor
+    rows = axis_map(h, ay, kh - 1 - ay, border)
+    cols = axis_map(w, ax, kw - 1 - ax, border)[:, None]
+    values = np.where(cols < 0, -1, cols * channels + np.arange(channels, dtype=np.int32))
+    return rows, values.reshape(-1).astype(np.int32)

@@ -25,13 +25,13 @@ strip, then each pixel takes its largest channel into the ring; only that pick r
 from __future__ import annotations
 
 import functools
-import threading
 
 import numpy as np
 
 from gdp.errors import InputError
 from gdp.runtime.hysteresis import is_level_map
 from gdp.runtime.tir_text import columns, describe, indent, inline
+from gdp.runtime.workspace import scratch
 
 # Each strip's ring: three rows of (magnitude, dx, dy), each w + 2 wide (a zero magnitude on
 # either side of the image).
@@ -269,20 +269,8 @@ def canny_levels(
     name = f"canny_levels_{'l2' if l2_gradient else 'l1'}"
     if channels > 1:
         name += f"_c{channels}"
-    ring = _ring(w, channels, ring_type(l2_gradient))
+    # The strips' rings (and, of several channels, their scratch rows after them).
+    size = STRIPS * _RING_ROWS * (w + 2) + (STRIPS * 3 * w * channels if channels > 1 else 0)
+    ring = scratch("canny_ring", size, ring_type(l2_gradient))
     run_host_kernel(name, source(l2_gradient, channels), image, out, ring, low, high)
     return out
-
-
-_workspace = threading.local()
-
-
-def _ring(w: int, channels: int, dtype: np.dtype) -> np.ndarray:
-    """This thread's ring for images `w` wide (and, of several channels, the strips' scratch
-    rows after it): kept between calls (a new 1 MB array each call at 1080p cost its page faults
-    every time)."""
-    size = STRIPS * _RING_ROWS * (w + 2) + (STRIPS * 3 * w * channels if channels > 1 else 0)
-    ring = getattr(_workspace, "ring", None)
-    if ring is None or ring.size != size or ring.dtype != dtype:
-        ring = _workspace.ring = np.empty(size, dtype)
-    return ring

@@ -40,7 +40,9 @@ MAX_STRIPS = 16
 # Flat offsets are int32.
 MAX_VALUES = (1 << 31) - 1
 # (source, result) types the kernel is made for.
-TYPES = {("uint8", "uint8"), ("uint8", "int16"), ("uint8", "float32"), ("float32", "float32")}
+TYPES = frozenset(
+    {("uint8", "uint8"), ("uint8", "int16"), ("uint8", "float32"), ("float32", "float32")}
+)
 
 
 def _store(dtype: str, value: str) -> str:
@@ -220,7 +222,7 @@ class _Plan(NamedTuple):
 def _plan(shape, channels, kernel_key, anchor, border, src, dst) -> _Plan:
     """The kernel, its index maps and taps for one image shape and filter (kept: a call of a
     known size builds nothing)."""
-    from gdp.ops.border_index import axis_map
+    from gdp.ops.border_index import padded_maps
     from gdp.runtime.backends.tvm.kernels import host_tensors
 
     (kh, kw), data = kernel_key
@@ -232,12 +234,9 @@ def _plan(shape, channels, kernel_key, anchor, border, src, dst) -> _Plan:
     if max(h * wc, MAX_STRIPS * kh * wpc) > MAX_VALUES:
         raise InputError(f"filter2d: {h * wc} values, more than the {MAX_VALUES} indexed")
     try:
-        rows = axis_map(h, ay, kh - 1 - ay, border)
-        cols = axis_map(w, ax, kw - 1 - ax, border)
+        rows, values = padded_maps(shape, channels, (kh, kw), anchor, border)
     except ValueError as err:
         raise InputError(f"filter2d: {err}") from err
-    # The padded row's values: -1 (the constant border's zeros), else the image's value index.
-    values = np.where(cols[:, None] < 0, -1, cols[:, None] * channels + np.arange(channels))
     # Non-zero taps in row-major order (OpenCV's order), the column offset in values.
     dys, dxs = np.nonzero(kernel)
     weights = kernel[dys, dxs]
@@ -246,7 +245,7 @@ def _plan(shape, channels, kernel_key, anchor, border, src, dst) -> _Plan:
     name, text = source(src, dst)
     tables = host_tensors(
         rows,
-        values.reshape(-1).astype(np.int32),
+        values,
         dys.astype(np.int32),
         (dxs * channels).astype(np.int32),
         weights.astype(np.float32),

@@ -14,12 +14,12 @@ in parallel. The window's extents are run-time arguments: one kernel serves ever
 from __future__ import annotations
 
 import functools
-import threading
 
 import numpy as np
 
 from gdp.errors import InputError
 from gdp.runtime.tir_text import describe
+from gdp.runtime.workspace import scratch
 
 MAX_VALUES = (1 << 31) - 1
 
@@ -147,24 +147,12 @@ def rect(
     h, w = image.shape[:2]
     channels = 1 if image.ndim == 2 else int(image.shape[2])
     flat = np.ascontiguousarray(image).reshape(h, w * channels)
-    scratch = _scratch(flat.shape)
+    tmp = scratch("morph_rows", flat.size, np.uint8).reshape(flat.shape)
     # Windows wider than the image are clamped to it: the same extremes, fewer passes.
     left, right = min(ax, w - 1), min(width - 1 - ax, w - 1)
     taps = left + right + 1
     name, text = source(dilate, taps if taps <= MAX_UNROLLED else None)
     up, down = min(ay, h - 1), min(height - 1 - ay, h - 1)
     target = out.reshape(h, w * channels)
-    run_host_kernel(name, text, flat, scratch, target, w, channels, left, right, up, down)
+    run_host_kernel(name, text, flat, tmp, target, w, channels, left, right, up, down)
     return out
-
-
-_workspace = threading.local()
-
-
-def _scratch(shape: tuple[int, int]) -> np.ndarray:
-    """This thread's scratch image of `shape`, kept between calls (a new 6 MB array a call at
-    1080p BGR paid its page faults every time)."""
-    scratch = getattr(_workspace, "scratch", None)
-    if scratch is None or scratch.shape != shape:
-        scratch = _workspace.scratch = np.empty(shape, np.uint8)
-    return scratch

@@ -355,7 +355,7 @@ class _Plan(NamedTuple):
 def _plan(shape, channels, kx, ky, anchor, border, finish) -> _Plan:
     """The kernel, its index maps and weights for one image shape and filter (kept: a call of
     a known size builds nothing)."""
-    from gdp.ops.border_index import axis_map
+    from gdp.ops.border_index import padded_maps
     from gdp.runtime.backends.tvm.kernels import host_tensors
 
     kx, ky = np.array(kx, np.float64), np.array(ky, np.float64)
@@ -375,19 +375,14 @@ def _plan(shape, channels, kx, ky, anchor, border, finish) -> _Plan:
     if max(h * wc, MAX_STRIPS * ky.size * (wc + BLOCK), MAX_STRIPS * line) > MAX_VALUES:
         raise InputError(f"separable: {h * wc} values, more than the {MAX_VALUES} indexed")
     try:
-        rows = axis_map(h, ay, ky.size - 1 - ay, border)
-        cols = axis_map(w, ax, kx.size - 1 - ax, border)
+        rows, values = padded_maps(shape, channels, (ky.size, kx.size), anchor, border)
     except ValueError as err:
         raise InputError(f"separable: {err}") from err
-    # The padded row's values: -1 (the constant border's zeros), else the image's value index.
-    values = np.where(cols[:, None] < 0, -1, cols[:, None] * channels + np.arange(channels))
     ring, column = ("float32", "float32") if floats else sum_types(kx, ky)
     static = (kx.size, ky.size) if max(kx.size, ky.size) <= STATIC_TAPS else None
     name, text = source(finish, ring, column, static)
     weight = np.float32 if floats else np.int32
-    tables = host_tensors(
-        rows, values.reshape(-1).astype(np.int32), kx.astype(weight), ky.astype(weight)
-    )
+    tables = host_tensors(rows, values, kx.astype(weight), ky.astype(weight))
     strips = max(1, min(MAX_STRIPS, h // max(ky.size, 8)))
     running = name.endswith("_running")
     return _Plan(name, text, tables, np.dtype(ring), np.dtype(column), running, strips)

@@ -247,22 +247,29 @@ def GaussianBlur(
     return engine.call("GaussianBlur", _gaussian, [src], {"border": border}, dst, values, free)
 
 
-def _separable_on_host(src, out: np.dtype) -> bool:
-    """Whether an eager filter of `src` into `out` may run gdp.runtime.separable's kernel: a
-    uint8 image (into uint8 or int16) or a float32 one into float32, on the cpu target."""
+def _on_host_as(src, out: np.dtype, types: frozenset) -> bool:
+    """Whether an eager filter of `src` into `out` may run a hand kernel that takes `types`
+    ((source, result) dtype names), on the cpu target."""
     if common.is_tensor(src):  # graph mode: the program
         return False
     out = np.dtype(out)
-    if (common.dtype_of(src), out) not in _SEPARABLE_TYPES:
+    if (common.dtype_of(src), out) not in _dtype_pairs(types):
         return False
     return common.on_host(src, out_bytes=src.size * out.itemsize)
 
 
-# np.dtype pairs (a dtype's .name costs microseconds a call; np.uint8 itself hashes otherwise)
-_SEPARABLE_TYPES = {
-    (np.dtype(a), np.dtype(b))
-    for a, b in ((np.uint8, np.uint8), (np.uint8, np.int16), (np.float32, np.float32))
-}
+@functools.cache
+def _dtype_pairs(types: frozenset) -> frozenset:
+    """`types` as np.dtype pairs (a dtype's .name costs microseconds a call)."""
+    return frozenset((np.dtype(a), np.dtype(b)) for a, b in types)
+
+
+# What gdp.runtime.separable takes: uint8 into uint8 or int16, float32 into float32.
+_SEPARABLE_TYPES = frozenset({("uint8", "uint8"), ("uint8", "int16"), ("float32", "float32")})
+
+
+def _separable_on_host(src, out: np.dtype) -> bool:
+    return _on_host_as(src, out, _SEPARABLE_TYPES)
 
 
 def _separable(src, kernel_x, kernel_y, anchor, border: int, finish: str, dst, **finishing):
@@ -459,7 +466,7 @@ def _run_linear(
         loops = np.count_nonzero(kernel_2d) > kernels.LOOP_TAPS_2D and (
             max(kh, kw) > kernels.FREE_TAPS or rank_one(np.asarray(kernel_2d)) is None
         )
-        if loops and _correlates_on_host(src, out, params):
+        if loops and _correlates_on_host(src, out):
             return _correlate_on_host(src, out, params, dst)
     elif derive is not None:  # a Sobel's or Laplacian's kernels: 3 taps, or ksize
         ksize = derive[3] if derive[0] == "sobel" else derive[1]
@@ -487,15 +494,11 @@ def _run_linear(
     return engine.call(func, _linear_graph, [src], params, dst, free=free)
 
 
-def _correlates_on_host(src, out: np.dtype, params: dict) -> bool:
-    """Whether an eager 2-D correlation runs gdp.runtime.filter2d's kernel: a uint8 image into
-    uint8, int16 or float32, or a float32 one into float32, on the cpu target."""
+def _correlates_on_host(src, out: np.dtype) -> bool:
+    """Whether an eager 2-D correlation runs gdp.runtime.filter2d's kernel (its TYPES)."""
     from gdp.runtime import filter2d
 
-    if common.is_tensor(src):  # graph mode: the program
-        return False
-    types = (common.dtype_of(src).name, out.name)
-    return types in filter2d.TYPES and common.on_host(src, out_bytes=src.size * out.itemsize)
+    return _on_host_as(src, out, filter2d.TYPES)
 
 
 def _correlate_on_host(src: np.ndarray, out: np.dtype, params: dict, dst) -> np.ndarray:
