@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from gdp.ops import border as B
+from gdp.ops.color_tables import GRAY_FIXED_RGB, GRAY_FIXED_SHIFT
 
 # OpenCV's fixed kernels for getGaussianKernel(ksize, sigma <= 0) (imgproc/src/smooth.dispatch.cpp)
 _SMALL_GAUSSIAN = {
@@ -132,11 +133,6 @@ def laplacian(image: tf.Tensor) -> tf.Tensor:
 
 
 # --- uint8 paths that reproduce OpenCV bit for bit (integer arithmetic throughout) -----------
-
-# cv2.cvtColor(RGB2GRAY) on uint8 in OpenCV 5: (R*9798 + G*19235 + B*3735 + 2^14) >> 15 (the
-# BT.601 weights in 15-bit fixed point; OpenCV 4 used 14 bits, which rounds differently).
-GRAY_FIXED_RGB = (9798, 19235, 3735)
-GRAY_FIXED_SHIFT = 15
 
 
 def rgb_to_gray_u8(image: tf.Tensor) -> tf.Tensor:

@@ -69,6 +69,13 @@ def _hsv_simd_block() -> int:
     return 0
 
 
+@functools.cache
+def _host_ops() -> frozenset:
+    from gdp.runtime.color import OPS
+
+    return frozenset(OPS)
+
+
 def _channel_error(scn: int) -> _cv2.error:
     return _cv2.error(
         "OpenCV(gdp) error: (-15:Bad number of channels) Invalid number of channels in input"
@@ -106,6 +113,13 @@ def cvtColor(src, code, dst=None, dstCn=0, hint=None):
         if graph:
             raise common.error("cvtColor", reason + " (graph mode)")
         raise common.NotAccelerated(reason)
+    if dtype == "uint8" and not graph and op in _host_ops():
+        # the host CPU's hand kernels (gdp.runtime.color): one compile for every size
+        out_bytes = src.size // scn * dcn
+        if common.on_host(src, out_bytes=out_bytes):
+            from gdp.runtime.color import convert
+
+            return common.finish(convert(src, op, **params), dst)
     # Every conversion is written for any image size but two: NV12/NV21's planes are split at
     # 2/3 of the traced height, and uint8 HSV2BGR's vector/scalar rounding split depends on the
     # width. Those compile per size.

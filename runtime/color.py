@@ -1,0 +1,327 @@
+"""cv2.cvtColor of uint8 images as hand-written TIR kernels for the host CPU: channel orders
+(BGR<->RGB, adding or dropping alpha, gray to colour), gray, YCrCb, HSV and Lab, with OpenCV's
+integer arithmetic (gdp.ops.color_tables' weights and tables), bit for bit.
+
+Why by hand: as programs, the interleaved channels were read a lane at a time and HSV's and
+Lab's tables gathered a lane at a time: at 1080p BGR2GRAY took 0.31 ms (OpenCV 0.26), BGR2HSV
+3.9 ms (OpenCV 1.1), BGR2Lab 14.5 ms (OpenCV 4.6).
+
+How: 64 pixels a step. Their interleaved channels are loaded as one vector of 64 * channels
+bytes and split into one vector a channel by shuffles (LLVM turns them into byte permutes); the
+arithmetic runs in 32-bit lanes; the output channels are interleaved by one shuffle and stored
+as one vector. An image whose pixel count is not a multiple of 64 ends with the 64 pixels up
+to its last (overlapping the step before: those values are written twice, the same), and one of
+fewer than 64 pixels runs padded to 64 on the host.
+- HSV: OpenCV divides by tables, sdiv[v] = round((255 << 12) / v) and hdiv[d] = round((180 <<
+  12) / (6 d)). Here they are a float32 division and a round, 16 lanes an instruction: equal to
+  the tables for every v and d in 1..255 (tests/gdp/cv2/test_color_kernel.py checks every
+  colour).
+- Lab: the gamma and cube-root tables are gathered, with AVX-512's vpgatherdd (16 lanes an
+  instruction) where the CPU has it, else a lane at a time.
+
+The pixels are split into strips (whole steps) that run on TVM's pool.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from gdp.errors import InputError
+from gdp.ops import color_tables as tables
+from gdp.runtime.tir_text import describe
+
+# Pixels a step.
+LANES = 64
+# Pixels per strip at least, and strips at most.
+STRIP_PIXELS = 1 << 15
+MAX_STRIPS = 16
+# Flat offsets (pixels times channels) are int32.
+MAX_VALUES = (1 << 31) - 1
+
+# gdp.ops.color's conversions these kernels run, by its names: their source channel counts.
+OPS = {
+    "reorder": (3, 4),
+    "gray_to_color": (1,),
+    "to_gray": (3, 4),
+    "to_ycrcb": (3, 4),
+    "to_hsv": (3, 4),
+    "to_lab": (3, 4),
+}
+
+_KERNEL = """
+@T.prim_func
+def {name}(img_handle: T.handle, out_handle: T.handle,{tables} n: T.int32, strips: T.int32):
+    T.func_attr({{"global_symbol": "{name}", "tir.noalias": True}})
+    size = T.int32()
+    out_size = T.int32()
+    img = T.match_buffer(img_handle, (size,), "uint8", align=1)
+    out = T.match_buffer(out_handle, (out_size,), "uint8", align=1)
+{table_buffers}    for s in T.parallel(strips):
+        for k in range(n // {lanes} * (s + 1) // strips - n // {lanes} * s // strips):
+{step}
+        if s == strips - 1 and n % {lanes} != 0:
+{last}
+"""
+
+_TABLE = '    {name} = T.match_buffer({name}_handle, ({size},), "int32", align=4)\n'
+
+_INT = f"int32x{LANES}"
+_BYTE = f"uint8x{LANES}"
+
+
+def _pixels(scn: int) -> str:
+    """The step's pixels (from pixel `p`): one vector of their interleaved channels."""
+    return f"img[T.Ramp(p * {scn}, 1, {LANES * scn})]"
+
+
+def _channel(c: int, scn: int) -> str:
+    """Channel c of the step's pixels as 32-bit lanes."""
+    if scn == 1:
+        return f'T.Cast("{_INT}", img[T.Ramp(p, 1, {LANES})])'
+    picks = ", ".join(str(scn * i + c) for i in range(LANES))
+    return f'T.Cast("{_INT}", T.Shuffle([{_pixels(scn)}], [{picks}]))'
+
+
+def _store(planes: list[str]) -> str:
+    """The store of the step's output channels (32-bit lanes in [0, 255]), interleaved."""
+    planes = [f'T.Cast("{_BYTE}", {p})' for p in planes]
+    dcn = len(planes)
+    if dcn == 1:
+        return f"out[T.Ramp(p, 1, {LANES})] = {planes[0]}"
+    picks = ", ".join(str(c * LANES + i) for i in range(LANES) for c in range(dcn))
+    return f"out[T.Ramp(p * {dcn}, 1, {LANES * dcn})] = T.Shuffle([{', '.join(planes)}], [{picks}])"
+
+
+def _clamp(value: str) -> str:
+    return f"T.max(T.min({value}, 255), 0)"
+
+
+def _reorder(scn: int, order: list[int]) -> str:
+    """The output's channels picked from the source's (-1: an alpha of 255): 64 output bytes at
+    a time, each one shuffle of the one or two 64-byte windows of the source that hold them
+    (and a vector of 255s), which LLVM makes a byte permute of two registers. (One shuffle of
+    the whole step ran 5x slower where it adds an alpha.)"""
+    dcn, size = len(order), LANES * scn
+    chunks = []
+    for first in range(0, LANES * dcn, 64):
+        values = range(first, first + 64)
+        sources = [scn * (v // dcn) + order[v % dcn] for v in values if order[v % dcn] >= 0]
+        lo = min(sources)
+        width = 64 if max(sources) - lo < 64 and size >= 64 else 128
+        start = max(0, min(lo, size - width))
+        vectors = [f"img[T.Ramp(p * {scn} + {start}, 1, {width})]"]
+        if len(sources) < 64:  # an alpha: lane `width`
+            vectors.append(f"T.Broadcast(T.uint8(255), {width})")
+        picks = [
+            width if order[v % dcn] < 0 else scn * (v // dcn) + order[v % dcn] - start
+            for v in values
+        ]
+        chunks.append(f"T.Shuffle([{', '.join(vectors)}], [{', '.join(map(str, picks))}])")
+    every = ", ".join(map(str, range(LANES * dcn)))
+    return f"out[T.Ramp(p * {dcn}, 1, {LANES * dcn})] = T.Shuffle([{', '.join(chunks)}], [{every}])"
+
+
+def _rgb(scn: int, bidx: int) -> list[str]:
+    """`r = `, `g = `, `b = ` lines of the step's colours of a source whose blue is `bidx`."""
+    return [f"{name} = {_channel(c, scn)}" for name, c in (("r", 2 - bidx), ("g", 1), ("b", bidx))]
+
+
+def _gray(scn: int, bidx: int) -> list[str]:
+    wr, wg, wb = tables.GRAY_FIXED_RGB
+    shift = tables.GRAY_FIXED_SHIFT
+    gray = f"(r * {wr} + g * {wg} + b * {wb} + {1 << (shift - 1)}) >> {shift}"
+    return [*_rgb(scn, bidx), _store([gray])]
+
+
+def _ycrcb(scn: int, bidx: int) -> list[str]:
+    shift, (wr, wg, wb) = tables.YUV_SHIFT, tables.Y_FIXED
+    half, bias = 1 << (shift - 1), (128 << shift) + (1 << (shift - 1))
+    # >> of int32 is arithmetic: OpenCV's floor of a negative product
+    return [
+        *_rgb(scn, bidx),
+        f"y = (r * {wr} + g * {wg} + b * {wb} + {half}) >> {shift}",
+        f"cr = {_clamp(f'((r - y) * {tables.CR_FIXED} + {bias}) >> {shift}')}",
+        f"cb = {_clamp(f'((b - y) * {tables.CB_FIXED} + {bias}) >> {shift}')}",
+        _store(["y", "cr", "cb"]),
+    ]
+
+
+def _divided(numerator: int, divisor: str) -> str:
+    """round(numerator / divisor) in float32 (a divisor of 0 taken as 1: what it multiplies is 0
+    there), as 32-bit lanes."""
+    quotient = (
+        f"T.Broadcast(T.float32({numerator}), {LANES})"
+        f' / T.Cast("float32x{LANES}", T.max({divisor}, 1))'
+    )
+    return f'T.Cast("{_INT}", T.round({quotient}))'
+
+
+def _hsv(scn: int, bidx: int) -> list[str]:
+    shift = tables.HSV_SHIFT
+    half = 1 << (shift - 1)
+    sdiv = _divided(255 << shift, "v")
+    hdiv = _divided((180 << shift) // 6, "diff")  # 122880: (180 << 12) / 6 exactly
+    hue = "T.Select(v == r, g - b, T.Select(v == g, b - r + diff * 2, r - g + diff * 4))"
+    return [
+        *_rgb(scn, bidx),
+        "v = T.max(T.max(r, g), b)",
+        "diff = v - T.min(T.min(r, g), b)",
+        f"s = (diff * {sdiv} + {half}) >> {shift}",
+        f"h = ({hue} * {hdiv} + {half}) >> {shift}",
+        _store(["T.Select(h < 0, h + 180, h)", "s", "v"]),
+    ]
+
+
+def _gather(table: str, index: str, gathers: bool) -> str:
+    """table[index] for 32-bit lanes of indices: AVX-512's 16-lane gathers, else TVM's load."""
+    if not gathers:
+        return f"{table}[{index}]"
+    parts = []
+    for j in range(0, LANES, 16):
+        lanes = ", ".join(str(j + i) for i in range(16))
+        parts.append(
+            'T.call_llvm_pure_intrin("int32x16", "llvm.x86.avx512.gather.dpi.512",'
+            f" T.Broadcast(T.int32(0), 16), T.address_of({table}[0]),"
+            f" T.Shuffle([{index}], [{lanes}]), T.int16(-1), T.int32(4))"
+        )
+    return f"T.Shuffle([{', '.join(parts)}], [{', '.join(map(str, range(LANES)))}])"
+
+
+def _lab(scn: int, bidx: int, gathers: bool) -> list[str]:
+    _, _, coeffs = _lab_tables()
+    shift, shift2 = tables.LAB_SHIFT, tables.LAB_SHIFT2
+    half2 = 1 << (shift2 - 1)
+    # L = (Lscale*fY + Lshift) >> shift2 with Lscale = 116*255/100 and Lshift = -16*255/100 in
+    # shift2 fixed point, rounded as OpenCV's integer divisions round; a and b offset by 128.
+    # Every numerator is positive for every uint8 colour (gdp.ops.color.to_lab).
+    l_scale = (116 * 255 + 50) // 100
+    l_shift = -((16 * 255 * (1 << shift2) + 50) // 100)
+    offset = (128 << shift2) + half2
+    lines = [
+        f"{name}l = {_gather('gamma', name, gathers)}"
+        for name in ("r", "g", "b")  # linear light, 255*8 units
+    ]
+    for name, row in (("fx", 0), ("fy", 1), ("fz", 2)):
+        cr, cg, cb = (int(w) for w in coeffs[row])
+        xyz = f"(rl * {cr} + gl * {cg} + bl * {cb} + {1 << (shift - 1)}) >> {shift}"
+        lines.append(f"{name} = {_gather('cbrt', xyz, gathers)}")
+    return [
+        *_rgb(scn, bidx),
+        *lines,
+        _store(
+            [
+                _clamp(f"(fy * {l_scale} + {l_shift + half2}) >> {shift2}"),
+                _clamp(f"((fx - fy) * 500 + {offset}) >> {shift2}"),
+                _clamp(f"((fy - fz) * 200 + {offset}) >> {shift2}"),
+            ]
+        ),
+    ]
+
+
+@functools.cache
+def _lab_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return tables.lab_u8_tables()
+
+
+@functools.cache
+def _lab_tensors() -> tuple:
+    """The gamma and cube-root tables as the kernel's inputs, made once."""
+    from gdp.runtime.backends.tvm.kernels import host_tensors
+
+    return host_tensors(*_lab_tables()[:2])
+
+
+@functools.cache
+def gathers() -> bool:
+    """Whether this CPU has AVX-512's 32-bit gathers. Asked once: TVM's answer costs 0.25 ms."""
+    from tvm.target import codegen
+
+    from gdp.runtime.backends.tvm.kernels import host_target
+
+    return bool(codegen.target_has_features("avx512f", host_target()))
+
+
+def _order(op: str, scn: int, params: dict) -> list[int]:
+    """The output's source channel for reorder and gray_to_color (-1: alpha 255)."""
+    if op == "gray_to_color":
+        return [0, 0, 0] + ([-1] if params["dcn"] == 4 else [])
+    order = [2, 1, 0] if params["swap"] else [0, 1, 2]
+    if params["dcn"] == 4:
+        order.append(3 if scn == 4 else -1)
+    return order
+
+
+@functools.cache
+def source(op: str, scn: int, params: tuple, gathers: bool) -> tuple[str, str, int]:
+    """(name, TVMScript, output channels) of `op` on `scn` channels with `params` (sorted
+    items of gdp.ops.color's keyword arguments)."""
+    kw = dict(params)
+    name = f"cvt_{op}_c{scn}_" + "_".join(f"{k}{int(v)}" for k, v in params)
+    table_args, table_buffers = "", ""
+    if op in ("reorder", "gray_to_color"):
+        order = _order(op, scn, kw)
+        lines, dcn = [_reorder(scn, order)], len(order)
+    elif op == "to_lab":
+        lines, dcn = _lab(scn, kw["bidx"], gathers), 3
+        gamma, cbrt, _ = _lab_tables()
+        table_args = " gamma_handle: T.handle, cbrt_handle: T.handle,"
+        table_buffers = _TABLE.format(name="gamma", size=gamma.size) + _TABLE.format(
+            name="cbrt", size=cbrt.size
+        )
+        name += "_gather" if gathers else ""
+    else:
+        make = {"to_gray": _gray, "to_ycrcb": _ycrcb, "to_hsv": _hsv}[op]
+        lines, dcn = make(scn, kw["bidx"]), 1 if op == "to_gray" else 3
+    step = "\n".join(lines)
+    text = _KERNEL.format(
+        name=name,
+        tables=table_args,
+        table_buffers=table_buffers,
+        lanes=LANES,
+        step=_indent(f"p = (n // {LANES} * s // strips + k) * {LANES}\n{step}", 12),
+        last=_indent(f"p = n - {LANES}\n{step}", 12),
+    )
+    return name, text, dcn
+
+
+def _indent(text: str, spaces: int) -> str:
+    return "".join(" " * spaces + line + "\n" for line in text.splitlines())
+
+
+def convert(image: np.ndarray, op: str, **params) -> np.ndarray:
+    """cv2.cvtColor's uint8 conversion `op` (gdp.ops.color's name and keyword arguments:
+    reorder(swap, dcn), gray_to_color(dcn), to_gray/to_ycrcb/to_hsv/to_lab(bidx)) of an image
+    (h, w) or (h, w, channels), as a new uint8 array (h, w) or (h, w, out channels)."""
+    from gdp.runtime.backends.tvm.kernels import run_host_kernel
+
+    if op not in OPS:
+        raise InputError(f"color.convert: expected one of {', '.join(OPS)}, got {op!r}")
+    if not (isinstance(image, np.ndarray) and image.dtype == np.uint8 and image.ndim in (2, 3)):
+        got = describe(image)
+        raise InputError(f"color.convert: expected a uint8 image (h, w[, c]), got {got}")
+    scn = image.shape[2] if image.ndim == 3 else 1
+    if scn not in OPS[op]:
+        raise InputError(
+            f"color.convert: {op} takes {' or '.join(map(str, OPS[op]))} channels, got {scn}"
+        )
+    name, text, dcn = source(op, scn, tuple(sorted(params.items())), gathers())
+    h, w = image.shape[:2]
+    n = h * w
+    if n * max(scn, dcn) > MAX_VALUES:
+        raise InputError(f"color.convert: {n} pixels of {max(scn, dcn)} channels, over int32")
+    out = np.empty((h, w, dcn) if dcn > 1 else (h, w), np.uint8)
+    if n == 0:
+        return out
+    flat = np.ascontiguousarray(image).reshape(-1)
+    result = out.reshape(-1)
+    if n < LANES:  # one step over the pixels padded to 64
+        flat = np.concatenate([flat, np.zeros((LANES - n) * scn, np.uint8)])
+        result = np.empty(LANES * dcn, np.uint8)
+    extra = _lab_tensors() if op == "to_lab" else ()
+    strips = max(1, min(MAX_STRIPS, n // STRIP_PIXELS))
+    run_host_kernel(name, text, flat, result, *extra, max(n, LANES), strips)
+    if n < LANES:
+        out.reshape(-1)[:] = result[: n * dcn]
+    return out

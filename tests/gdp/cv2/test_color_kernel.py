@@ -1,0 +1,121 @@
+"""cvtColor of uint8 images runs on the cpu target through gdp.runtime.color's kernels: every
+colour (all 2^24) of every conversion they take, equal to OpenCV's (which checks HSV's float32
+divisions against OpenCV's division tables for every divisor); sizes that move the strips' and
+the last step's boundaries, images under one step, views, HxWx1, dst; both thread counts; and
+the compiled programs, which chains, graphs and other targets still run, against OpenCV too."""
+
+import cv2 as real
+import numpy as np
+import pytest
+import skimage.data
+
+import gdp.cv2 as cv2
+from gdp.cv2 import common
+from gdp.errors import InputError
+from gdp.runtime import color
+from tests.gdp.cv2.one_thread import run_on_one_thread
+
+# (code, source channels): every conversion the kernels run, each source channel count.
+CONVERSIONS = [
+    (real.COLOR_BGR2RGB, 3),
+    (real.COLOR_BGRA2RGBA, 4),
+    (real.COLOR_BGRA2BGR, 4),
+    (real.COLOR_BGR2BGRA, 3),
+    (real.COLOR_BGR2RGBA, 3),
+    (real.COLOR_RGBA2BGR, 4),
+    (real.COLOR_GRAY2BGR, 1),
+    (real.COLOR_GRAY2BGRA, 1),
+    (real.COLOR_BGR2GRAY, 3),
+    (real.COLOR_RGB2GRAY, 3),
+    (real.COLOR_BGRA2GRAY, 4),
+    (real.COLOR_RGBA2GRAY, 4),
+    (real.COLOR_BGR2YCrCb, 3),
+    (real.COLOR_RGB2YCrCb, 4),
+    (real.COLOR_BGR2HSV, 3),
+    (real.COLOR_RGB2HSV, 4),
+    (real.COLOR_BGR2Lab, 3),
+    (real.COLOR_RGB2Lab, 4),
+]
+# 1 to 63 pixels (one padded step), exactly one step, a tail after whole steps, several strips
+# with a tail, and widths that put the tail anywhere in a row.
+SIZES = [(1, 1), (3, 21), (1, 64), (2, 33), (7, 129), (61, 1027), (240, 321), (480, 641)]
+
+
+def _every_colour(channels: int) -> np.ndarray:
+    """A 4096x4096 image of every colour (a random alpha for 4 channels; gray: every level,
+    repeated)."""
+    if channels == 1:
+        return np.tile(np.arange(256, dtype=np.uint8), (64, 4))
+    i = np.arange(1 << 24, dtype=np.uint32)
+    planes = [(i >> 16) & 255, (i >> 8) & 255, i & 255]
+    if channels == 4:
+        planes.append(np.random.default_rng(0).integers(0, 256, i.size))
+    return np.stack(planes, -1).astype(np.uint8).reshape(4096, 4096, channels)
+
+
+def _image(shape, channels: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, 256, shape + ((channels,) if channels > 1 else ()), np.uint8)
+
+
+@pytest.mark.parametrize("code,channels", CONVERSIONS)
+def test_every_colour_as_opencv(code, channels):
+    src = _every_colour(channels)
+    np.testing.assert_array_equal(cv2.cvtColor(src, code), real.cvtColor(src, code))
+
+
+def _check_sizes(conversions=CONVERSIONS, sizes=SIZES):
+    cv2.clear_cache()
+    for code, channels in conversions:
+        for shape in sizes:
+            src = _image(shape, channels, seed=shape[1])
+            got, want = cv2.cvtColor(src, code), real.cvtColor(src, code)
+            assert got.shape == want.shape, (code, shape)
+            np.testing.assert_array_equal(got, want, err_msg=str((code, channels, shape)))
+    assert cv2.cache_info().programs == 0  # nothing compiled: the kernels served every size
+
+
+def test_sizes_as_opencv():
+    _check_sizes()
+
+
+def test_on_one_thread():
+    run_on_one_thread(
+        """
+        from tests.gdp.cv2.test_color_kernel import CONVERSIONS, _check_sizes
+        _check_sizes(CONVERSIONS[::3], [(1, 5), (7, 129), (240, 321)])
+        """
+    )
+
+
+def test_photos_views_and_dst():
+    bgr = real.resize(skimage.data.astronaut()[:, :, ::-1], (1920, 1080))
+    for src in (bgr, bgr[::-1, ::2], bgr[100:101, 3:70], real.cvtColor(bgr, real.COLOR_BGR2BGRA)):
+        code = real.COLOR_BGR2HSV if src.shape[2] == 3 else real.COLOR_BGRA2RGBA
+        np.testing.assert_array_equal(cv2.cvtColor(src, code), real.cvtColor(src, code))
+    gray = real.cvtColor(bgr, real.COLOR_BGR2GRAY)[..., None]  # HxWx1
+    np.testing.assert_array_equal(
+        cv2.cvtColor(gray, real.COLOR_GRAY2BGR), real.cvtColor(gray, real.COLOR_GRAY2BGR)
+    )
+    dst = np.zeros_like(bgr)
+    assert cv2.cvtColor(bgr, real.COLOR_BGR2Lab, dst=dst) is dst
+    np.testing.assert_array_equal(dst, real.cvtColor(bgr, real.COLOR_BGR2Lab))
+
+
+def test_programs_as_opencv(monkeypatch):
+    """Off the host kernels (a chain, a graph, another target runs these programs)."""
+    monkeypatch.setattr(common, "on_host", lambda *a, **k: False)
+    cv2.clear_cache()
+    for code, channels in CONVERSIONS[::2]:
+        src = _image((9, 70), channels)
+        np.testing.assert_array_equal(cv2.cvtColor(src, code), real.cvtColor(src, code))
+    assert cv2.cache_info().programs > 0
+
+
+def test_kernel_refuses_what_it_does_not_take():
+    with pytest.raises(InputError, match="uint8"):
+        color.convert(np.zeros((4, 4, 3), np.float32), "to_gray", bidx=0)
+    with pytest.raises(InputError, match="3 or 4 channels, got 2"):
+        color.convert(np.zeros((4, 4, 2), np.uint8), "to_hsv", bidx=0)
+    with pytest.raises(InputError, match="expected one of"):
+        color.convert(np.zeros((4, 4, 3), np.uint8), "to_luv", bidx=0)
