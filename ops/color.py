@@ -18,6 +18,12 @@ from gdp.ops.color_tables import (
     LAB_BASE,
     LAB_SHIFT,
     LAB_SHIFT2,
+    NV_CUB,
+    NV_CUG,
+    NV_CVG,
+    NV_CVR,
+    NV_CY,
+    NV_SHIFT,
     Y_FIXED,
     YUV_SHIFT,
     hsv_tables,
@@ -267,9 +273,6 @@ def to_lab(image: tf.Tensor, bidx: int) -> tf.Tensor:
 
 # --- YUV 4:2:0 semi-planar -------------------------------------------------------------------
 
-# ITU-R BT.601 YUV -> RGB in 20-bit fixed point (OpenCV's ITUR_BT_601_* constants).
-_CY, _CUB, _CUG, _CVG, _CVR, _SHIFT = 1220542, 2116026, -409993, -852492, 1673527, 20
-
 
 def nv_to_rgb(image: tf.Tensor, bidx: int, uv_first_u: bool) -> tf.Tensor:
     """YUV2BGR_NV12 / NV21 (and the RGB forms): (H*3/2, W) uint8 -> (H, W, 3) uint8."""
@@ -287,9 +290,9 @@ def nv_to_rgb(image: tf.Tensor, bidx: int, uv_first_u: bool) -> tf.Tensor:
     u, v = upsample(u), upsample(v)
     u = u - 128
     v = v - 128
-    yy = tf.maximum(y - 16, 0) * _CY + (1 << (_SHIFT - 1))
+    yy = tf.maximum(y - 16, 0) * NV_CY + (1 << (NV_SHIFT - 1))
     low = -(1 << 29)
-    r = _floor_div(yy + _CVR * v, _SHIFT, low)
-    g = _floor_div(yy + _CVG * v + _CUG * u, _SHIFT, low)
-    b = _floor_div(yy + _CUB * u, _SHIFT, low)
+    r = _floor_div(yy + NV_CVR * v, NV_SHIFT, low)
+    g = _floor_div(yy + NV_CVG * v + NV_CUG * u, NV_SHIFT, low)
+    b = _floor_div(yy + NV_CUB * u, NV_SHIFT, low)
     return _int_to_u8(_stack(r, g, b, bidx))

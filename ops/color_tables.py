@@ -23,6 +23,11 @@ YUV_SHIFT = 14
 Y_FIXED = (4899, 9617, 1868)  # R, G, B weights of Y (BT.601) in 14-bit fixed point
 CR_FIXED, CB_FIXED = 11682, 9241  # 0.713, 0.564
 
+# --- YUV 4:2:0 -> RGB ------------------------------------------------------------------------
+
+# ITU-R BT.601 YUV -> RGB in 20-bit fixed point (OpenCV's ITUR_BT_601_* constants).
+NV_CY, NV_CUB, NV_CUG, NV_CVG, NV_CVR, NV_SHIFT = 1220542, 2116026, -409993, -852492, 1673527, 20
+
 # --- HSV -------------------------------------------------------------------------------------
 
 HSV_SHIFT = 12

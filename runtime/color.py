@@ -48,6 +48,8 @@ OPS = {
     "to_ycrcb": (3, 4),
     "to_hsv": (3, 4),
     "to_lab": (3, 4),
+    "nv_to_rgb": (1,),
+    "from_hsv": (3,),
 }
 
 _KERNEL = """
@@ -65,7 +67,32 @@ def {name}(img_handle: T.handle, out_handle: T.handle,{tables} n: T.int32, strip
 {last}
 """
 
-_TABLE = '    {name} = T.match_buffer({name}_handle, ({size},), "int32", align=4)\n'
+# The conversions that need a pixel's row or column (NV12/NV21: (h * 3 / 2, w) -> (h, w, 3);
+# HSV2BGR: its column), a row at a time: a row's steps from column 0, and if w is not a multiple
+# of 64, the 64 columns up to its last (even: NV's chroma pairs stay aligned).
+_ROWS_KERNEL = """
+@T.prim_func
+def {name}(
+    img_handle: T.handle,
+    out_handle: T.handle,{tables}
+    h: T.int32,
+    w: T.int32,{scalars}
+    strips: T.int32,
+):
+    T.func_attr({{"global_symbol": "{name}", "tir.noalias": True}})
+    size = T.int32()
+    out_size = T.int32()
+    img = T.match_buffer(img_handle, (size,), "uint8", align=1)
+    out = T.match_buffer(out_handle, (out_size,), "uint8", align=1)
+{table_buffers}    for s in T.parallel(strips):
+        for y in range(h * s // strips, h * (s + 1) // strips):
+            for k in range(w // {lanes}):
+{step}
+            if w % {lanes} != 0:
+{last}
+"""
+
+_TABLE = '    {name} = T.match_buffer({name}_handle, ({size},), "{dtype}", align=4)\n'
 
 _INT = f"int32x{LANES}"
 _BYTE = f"uint8x{LANES}"
@@ -168,15 +195,108 @@ def _hsv(scn: int, bidx: int) -> list[str]:
         *_rgb(scn, bidx),
         "v = T.max(T.max(r, g), b)",
         "diff = v - T.min(T.min(r, g), b)",
-        f"s = (diff * {sdiv} + {half}) >> {shift}",
-        f"h = ({hue} * {hdiv} + {half}) >> {shift}",
-        _store(["T.Select(h < 0, h + 180, h)", "s", "v"]),
+        f"sat = (diff * {sdiv} + {half}) >> {shift}",
+        f"hue = ({hue} * {hdiv} + {half}) >> {shift}",
+        _store(["T.Select(hue < 0, hue + 180, hue)", "sat", "v"]),
     ]
 
 
-def _gather(table: str, index: str, gathers: bool) -> str:
-    """table[index] for 32-bit lanes of indices: AVX-512's 16-lane gathers, else TVM's load."""
-    if not gathers:
+def _nv(bidx: int, uv_first_u: bool) -> list[str]:
+    """The step at column `x` of row `y`: its luma, the chroma row y // 2 below the luma plane
+    (u and v interleaved, one pair for two pixels), OpenCV's BT.601 fixed point."""
+    shift = tables.NV_SHIFT
+    u_at, v_at = (0, 1) if uv_first_u else (1, 0)
+
+    def chroma(offset: int) -> str:
+        picks = ", ".join(str(i // 2 * 2 + offset) for i in range(LANES))
+        pairs = f"img[T.Ramp((h + y // 2) * w + x, 1, {LANES})]"
+        return f'T.Cast("{_INT}", T.Shuffle([{pairs}], [{picks}])) - 128'
+
+    luma = f'T.Cast("{_INT}", img[T.Ramp(p, 1, {LANES})])'
+    rgb = {
+        "r": f"yy + v * {tables.NV_CVR}",
+        "g": f"yy + v * {tables.NV_CVG} + u * {tables.NV_CUG}",
+        "b": f"yy + u * {tables.NV_CUB}",
+    }
+    planes = {c: _clamp(f"({value}) >> {shift}") for c, value in rgb.items()}
+    order = ["b", "g", "r"] if bidx == 0 else ["r", "g", "b"]
+    return [
+        "p = y * w + x",
+        f"u = {chroma(u_at)}",
+        f"v = {chroma(v_at)}",
+        f"yy = T.max({luma} - 16, 0) * {tables.NV_CY} + {1 << (shift - 1)}",
+        _store([planes[c] for c in order]),
+    ]
+
+
+# HSV2BGR's sector -> the (b, g, r) picks from (v, t1, t2, t3) (OpenCV's sector_data).
+_SECTORS = [(1, 3, 0), (1, 0, 2), (3, 0, 1), (0, 2, 1), (0, 1, 3), (2, 1, 0)]
+
+
+def _f32(value: float) -> str:
+    """A float32 constant in every lane (the float32 nearest `value`, written exactly)."""
+    return f"T.Broadcast(T.float32({float(np.float32(value))!r}), {LANES})"
+
+
+def _times(levels: str, factor: float, table: str, avx512: bool) -> str:
+    """float32(levels) * float32(factor) rounded as a product of its own, which LLVM must not
+    fuse into the additions after it: AVX-512's multiply with its rounding mode given, else a
+    load from `table`, where the host has computed the products."""
+    if not avx512:
+        return f"{table}[{levels}]"
+    values = f'T.Cast("float32x{LANES}", {levels})'
+    parts = []
+    for j in range(0, LANES, 16):
+        lanes = ", ".join(str(j + i) for i in range(16))
+        parts.append(
+            'T.call_llvm_pure_intrin("float32x16", "llvm.x86.avx512.mul.ps.512",'
+            f" T.Shuffle([{values}], [{lanes}]),"
+            f" T.Broadcast(T.float32({float(np.float32(factor))!r}), 16), T.int32(8))"
+        )
+    return f"T.Shuffle([{', '.join(parts)}], [{', '.join(map(str, range(LANES)))}])"
+
+
+def _from_hsv(bidx: int, avx512: bool) -> list[str]:
+    """HSV2BGR of the step at column `x` of row `y`, gdp.ops.color.from_hsv's float32
+    arithmetic: h * 6/180, s * 1/255 and v * 1/255 each rounded on its own (_times), 1 - s * f
+    as one fused multiply-add (as OpenCV's build contracts it), and x*255 truncated in the
+    columns before `vector` (OpenCV's vector loop) and rounded after (its scalar tail)."""
+    f32 = f"float32x{LANES}"
+
+    def fused(a: str, b: str) -> str:  # 1 - a * b, rounded once
+        negated = f"{_f32(0)} - {a}"
+        return (
+            f'T.call_llvm_pure_intrin("{f32}", "llvm.fma.v{LANES}f32", {negated}, {b}, {_f32(1)})'
+        )
+
+    tab = ["vf", "t1", "t2", "t3"]
+    lines = [
+        "p = y * w + x",
+        f"hf = {_times(_channel(0, 3), 6.0 / 180.0, 'hue', avx512)}",
+        f"sf = {_times(_channel(1, 3), 1.0 / 255.0, 'unit', avx512)}",
+        f"vf = {_times(_channel(2, 3), 1.0 / 255.0, 'unit', avx512)}",
+        "whole = T.floor(hf)",
+        f"sector = whole - T.floor(whole * {_f32(1.0 / 6.0)}) * {_f32(6)}",
+        f"t1 = vf * ({_f32(1)} - sf)",
+        f"t2 = vf * {fused('sf', 'hf - whole')}",
+        f"t3 = vf * {fused('sf', f'{_f32(1)} - (hf - whole)')}",
+    ]
+    planes = []
+    for c in range(3):  # b, g, r
+        value = tab[_SECTORS[5][c]]
+        for k in range(4, -1, -1):
+            value = f"T.Select(sector == {_f32(k)}, {tab[_SECTORS[k][c]]}, {value})"
+        lines.append(f"c{c} = ({value}) * {_f32(255)}")
+        cut = f"T.Ramp(x, 1, {LANES}) < T.Broadcast(vector, {LANES})"
+        level = f"T.Select({cut}, T.floor(c{c}), T.round(c{c}))"
+        planes.append(f'T.Cast("{_INT}", T.max(T.min({level}, {_f32(255)}), {_f32(0)}))')
+    return [*lines, _store(planes if bidx == 0 else planes[::-1])]
+
+
+def _gather(table: str, index: str, avx512: bool) -> str:
+    """table[index] of an int32 table for 32-bit lanes of indices: AVX-512's 16-lane gathers,
+    else TVM's load (a lane at a time)."""
+    if not avx512:
         return f"{table}[{index}]"
     parts = []
     for j in range(0, LANES, 16):
@@ -189,7 +309,7 @@ def _gather(table: str, index: str, gathers: bool) -> str:
     return f"T.Shuffle([{', '.join(parts)}], [{', '.join(map(str, range(LANES)))}])"
 
 
-def _lab(scn: int, bidx: int, gathers: bool) -> list[str]:
+def _lab(scn: int, bidx: int, avx512: bool) -> list[str]:
     _, _, coeffs = _lab_tables()
     shift, shift2 = tables.LAB_SHIFT, tables.LAB_SHIFT2
     half2 = 1 << (shift2 - 1)
@@ -200,13 +320,13 @@ def _lab(scn: int, bidx: int, gathers: bool) -> list[str]:
     l_shift = -((16 * 255 * (1 << shift2) + 50) // 100)
     offset = (128 << shift2) + half2
     lines = [
-        f"{name}l = {_gather('gamma', name, gathers)}"
+        f"{name}l = {_gather('gamma', name, avx512)}"
         for name in ("r", "g", "b")  # linear light, 255*8 units
     ]
     for name, row in (("fx", 0), ("fy", 1), ("fz", 2)):
         cr, cg, cb = (int(w) for w in coeffs[row])
         xyz = f"(rl * {cr} + gl * {cg} + bl * {cb} + {1 << (shift - 1)}) >> {shift}"
-        lines.append(f"{name} = {_gather('cbrt', xyz, gathers)}")
+        lines.append(f"{name} = {_gather('cbrt', xyz, avx512)}")
     return [
         *_rgb(scn, bidx),
         *lines,
@@ -234,8 +354,9 @@ def _lab_tensors() -> tuple:
 
 
 @functools.cache
-def gathers() -> bool:
-    """Whether this CPU has AVX-512's 32-bit gathers. Asked once: TVM's answer costs 0.25 ms."""
+def avx512() -> bool:
+    """Whether this CPU has AVX-512 (F): its 32-bit avx512, its multiplies with a rounding mode.
+    Asked once: TVM's answer costs 0.25 ms."""
     from tvm.target import codegen
 
     from gdp.runtime.backends.tvm.kernels import host_target
@@ -254,23 +375,44 @@ def _order(op: str, scn: int, params: dict) -> list[int]:
 
 
 @functools.cache
-def source(op: str, scn: int, params: tuple, gathers: bool) -> tuple[str, str, int]:
+def source(op: str, scn: int, params: tuple, avx512: bool) -> tuple[str, str, int]:
     """(name, TVMScript, output channels) of `op` on `scn` channels with `params` (sorted
     items of gdp.ops.color's keyword arguments)."""
     kw = dict(params)
     name = f"cvt_{op}_c{scn}_" + "_".join(f"{k}{int(v)}" for k, v in params)
     table_args, table_buffers = "", ""
+    if op in ("nv_to_rgb", "from_hsv"):
+        tables_, buffers, scalars = "", "", ""
+        if op == "nv_to_rgb":
+            step = "\n".join(_nv(kw["bidx"], kw["uv_first_u"]))
+        else:
+            step = "\n".join(_from_hsv(kw["bidx"], avx512))
+            scalars = " vector: T.int32,"
+            name += "_avx512" if avx512 else ""
+            if not avx512:  # the products as tables
+                tables_ = " hue_handle: T.handle, unit_handle: T.handle,"
+                buffers = _TABLE.format(name="hue", size=256, dtype="float32")
+                buffers += _TABLE.format(name="unit", size=256, dtype="float32")
+        text = _ROWS_KERNEL.format(
+            name=name,
+            tables=tables_,
+            table_buffers=buffers,
+            scalars=scalars,
+            lanes=LANES,
+            step=_indent(f"x = k * {LANES}\n{step}", 16),
+            last=_indent(f"x = w - {LANES}\n{step}", 16),
+        )
+        return name, text, 3
     if op in ("reorder", "gray_to_color"):
         order = _order(op, scn, kw)
         lines, dcn = [_reorder(scn, order)], len(order)
     elif op == "to_lab":
-        lines, dcn = _lab(scn, kw["bidx"], gathers), 3
+        lines, dcn = _lab(scn, kw["bidx"], avx512), 3
         gamma, cbrt, _ = _lab_tables()
         table_args = " gamma_handle: T.handle, cbrt_handle: T.handle,"
-        table_buffers = _TABLE.format(name="gamma", size=gamma.size) + _TABLE.format(
-            name="cbrt", size=cbrt.size
-        )
-        name += "_gather" if gathers else ""
+        table_buffers = _TABLE.format(name="gamma", size=256, dtype="int32")
+        table_buffers += _TABLE.format(name="cbrt", size=cbrt.size, dtype="int32")
+        name += "_avx512" if avx512 else ""
     else:
         make = {"to_gray": _gray, "to_ycrcb": _ycrcb, "to_hsv": _hsv}[op]
         lines, dcn = make(scn, kw["bidx"]), 1 if op == "to_gray" else 3
@@ -292,8 +434,9 @@ def _indent(text: str, spaces: int) -> str:
 
 def convert(image: np.ndarray, op: str, **params) -> np.ndarray:
     """cv2.cvtColor's uint8 conversion `op` (gdp.ops.color's name and keyword arguments:
-    reorder(swap, dcn), gray_to_color(dcn), to_gray/to_ycrcb/to_hsv/to_lab(bidx)) of an image
-    (h, w) or (h, w, channels), as a new uint8 array (h, w) or (h, w, out channels)."""
+    reorder(swap, dcn), gray_to_color(dcn), to_gray/to_ycrcb/to_hsv/to_lab(bidx),
+    nv_to_rgb(bidx, uv_first_u)) of an image (h, w) or (h, w, channels), as a new uint8 array
+    (h, w) or (h, w, out channels); NV12/NV21 (h * 3 / 2, w) -> (h, w, 3)."""
     from gdp.runtime.backends.tvm.kernels import run_host_kernel
 
     if op not in OPS:
@@ -306,7 +449,15 @@ def convert(image: np.ndarray, op: str, **params) -> np.ndarray:
         raise InputError(
             f"color.convert: {op} takes {' or '.join(map(str, OPS[op]))} channels, got {scn}"
         )
-    name, text, dcn = source(op, scn, tuple(sorted(params.items())), gathers())
+    block = params.pop("simd_block", 0) if op == "from_hsv" else 0
+    name, text, dcn = source(op, scn, tuple(sorted(params.items())), avx512())
+    if op == "nv_to_rgb":
+        return _nv_to_rgb(image.reshape(image.shape[:2]), name, text)
+    if op == "from_hsv":
+        h, w = image.shape[:2]
+        vector = w // block * block if block else 0
+        tensors = () if avx512() else _hsv_tensors()
+        return _by_rows(image, (h, w, 3), name, text, tensors, (vector,))
     h, w = image.shape[:2]
     n = h * w
     if n * max(scn, dcn) > MAX_VALUES:
@@ -325,3 +476,55 @@ def convert(image: np.ndarray, op: str, **params) -> np.ndarray:
     if n < LANES:
         out.reshape(-1)[:] = result[: n * dcn]
     return out
+
+
+def _nv_to_rgb(image: np.ndarray, name: str, text: str) -> np.ndarray:
+    rows, w = image.shape
+    if rows % 3 != 0 or w % 2 != 0:
+        raise InputError(
+            f"color.convert: nv_to_rgb expected (h * 3 / 2, w) with h and w even, got {rows}x{w}"
+        )
+    return _by_rows(image, (rows * 2 // 3, w, 3), name, text, (), ())
+
+
+def _by_rows(image: np.ndarray, shape: tuple, name: str, text: str, tensors, scalars):
+    """Run a row kernel (_ROWS_KERNEL) of `image` into a new array of `shape` (h, w, 3); rows
+    narrower than a step run padded to one on the host."""
+    from gdp.runtime.backends.tvm.kernels import run_host_kernel
+
+    h, w = shape[:2]
+    out = np.empty(shape, np.uint8)
+    if out.size == 0:
+        return out
+    if max(image.size, out.size) * (LANES if w < LANES else 1) > MAX_VALUES:
+        raise InputError(f"color.convert: a {image.shape} image, over int32 offsets")
+    source, result = np.ascontiguousarray(image), out
+    if w < LANES:
+        source = np.zeros((image.shape[0], LANES) + image.shape[2:], np.uint8)
+        source[:, :w] = image
+        result = np.empty((h, LANES) + shape[2:], np.uint8)
+    strips = max(1, min(MAX_STRIPS, h * w // STRIP_PIXELS, h))
+    run_host_kernel(
+        name,
+        text,
+        source.reshape(-1),
+        result.reshape(-1),
+        *tensors,
+        h,
+        max(w, LANES),
+        *scalars,
+        strips,
+    )
+    if w < LANES:
+        out[:] = result[:, :w]
+    return out
+
+
+@functools.cache
+def _hsv_tensors() -> tuple:
+    """HSV2BGR's tables, where the CPU lacks AVX-512, as the kernel's inputs, made once: float32
+    h * 6/180 and x * 1/255 of every level, as OpenCV rounds them."""
+    from gdp.runtime.backends.tvm.kernels import host_tensors
+
+    levels = np.arange(256, dtype=np.float32)
+    return host_tensors(levels * np.float32(6.0 / 180.0), levels * np.float32(1.0 / 255.0))

@@ -113,20 +113,19 @@ def cvtColor(src, code, dst=None, dstCn=0, hint=None):
         if graph:
             raise common.error("cvtColor", reason + " (graph mode)")
         raise common.NotAccelerated(reason)
+    if op == "from_hsv" and dtype == "uint8":
+        params = {**params, "simd_block": _hsv_simd_block()}
     if dtype == "uint8" and not graph and op in _host_ops():
         # the host CPU's hand kernels (gdp.runtime.color): one compile for every size
-        out_bytes = src.size // scn * dcn
+        out_bytes = src.size * 2 if op == "nv_to_rgb" else src.size // scn * dcn
         if common.on_host(src, out_bytes=out_bytes):
             from gdp.runtime.color import convert
 
             return common.finish(convert(src, op, **params), dst)
-    # Every conversion is written for any image size but two: NV12/NV21's planes are split at
-    # 2/3 of the traced height, and uint8 HSV2BGR's vector/scalar rounding split depends on the
-    # width. Those compile per size.
-    free = op != "nv_to_rgb"
-    if op == "from_hsv" and dtype == "uint8":
-        params = {**params, "simd_block": _hsv_simd_block()}
-        free = False
+    # Every program is written for any image size but two, which compile per size (on the
+    # cpu target only inside a chain or a graph): NV12/NV21's planes are split at 2/3 of the
+    # traced height, and uint8 HSV2BGR's vector/scalar rounding split depends on the width.
+    free = op != "nv_to_rgb" and not (op == "from_hsv" and dtype == "uint8")
     return engine.call(f"cvtColor.{op}", _convert, [src], dict(params, op=op), dst, free=free)
 
 

@@ -12,24 +12,7 @@ from tests.conformance.cases_color import cases
 from tests.conformance.core import bound
 
 
-def _per_size_at_large_sizes(case) -> bool:
-    """A conversion compiled per image size (uint8 HSV to RGB/BGR: its vector/scalar rounding
-    split follows the width; NV12/NV21: planes split at the traced height) on a photo-sized or
-    1080p image (the every-value case too): 15-30 s of compiling each on 2 cores. `slow`: the
-    default run keeps their tiny and odd cases."""
-    per_size = ("uint8" in case.id and "HSV2" in case.id) or "NV1" in case.id or "NV2" in case.id
-    large = "-photo-" in case.id or "-1080p-" in case.id
-    return per_size and large
-
-
-@pytest.mark.parametrize(
-    "case",
-    [
-        pytest.param(c, marks=pytest.mark.slow) if _per_size_at_large_sizes(c) else c
-        for c in cases()
-    ],
-    ids=lambda c: c.id,
-)
+@pytest.mark.parametrize("case", cases(), ids=lambda c: c.id)
 def test_case(case):
     if case.known_miss:
         got, want = np.asarray(case.gdp()), np.asarray(case.opencv())

@@ -35,6 +35,14 @@ CONVERSIONS = [
     (real.COLOR_RGB2HSV, 4),
     (real.COLOR_BGR2Lab, 3),
     (real.COLOR_RGB2Lab, 4),
+    (real.COLOR_HSV2BGR, 3),
+    (real.COLOR_HSV2RGB, 3),
+]
+NV = [
+    real.COLOR_YUV2BGR_NV12,
+    real.COLOR_YUV2RGB_NV12,
+    real.COLOR_YUV2BGR_NV21,
+    real.COLOR_YUV2RGB_NV21,
 ]
 # 1 to 63 pixels (one padded step), exactly one step, a tail after whole steps, several strips
 # with a tail, and widths that put the tail anywhere in a row.
@@ -88,6 +96,33 @@ def test_on_one_thread():
     )
 
 
+@pytest.mark.parametrize("code", NV)
+def test_nv12_nv21_as_opencv(code):
+    """Every (y, u, v) once (4096x4096 pixels, a chroma pair for 2x2 of them), then sizes with
+    a row's last step anywhere and rows under one step."""
+    y, x = np.mgrid[:4096, :4096]
+    pair = (y // 2) * 2048 + x // 2  # 4M chroma pairs: each (u, v) 64 times
+    luma = (pair % 64) * 4 + (y % 2) * 2 + x % 2  # every level at each (u, v)
+    uv = np.stack([pair[::2, ::2] // 64 >> 8, pair[::2, ::2] // 64 & 255], -1)
+    src = np.concatenate([luma, uv.reshape(2048, 4096)]).astype(np.uint8)
+    np.testing.assert_array_equal(cv2.cvtColor(src, code), real.cvtColor(src, code))
+    for h, w in [(2, 2), (4, 62), (2, 64), (6, 66), (34, 1002), (480, 640)]:
+        src = _image((h * 3 // 2, w), 1, seed=w)
+        np.testing.assert_array_equal(cv2.cvtColor(src, code), real.cvtColor(src, code))
+    assert cv2.cache_info().programs == 0
+
+
+@pytest.mark.parametrize("code,channels", [(real.COLOR_RGB2Lab, 4), (real.COLOR_HSV2BGR, 3)])
+def test_without_avx512_as_opencv(monkeypatch, code, channels):
+    """The kernels a CPU without AVX-512 gets (tables loaded a lane at a time), compiled and
+    run here: every colour."""
+    calls = []
+    monkeypatch.setattr(color, "avx512", lambda: calls.append(1) or False)
+    src = _every_colour(channels)
+    np.testing.assert_array_equal(cv2.cvtColor(src, code), real.cvtColor(src, code))
+    assert calls  # the kernel asked, and got the one without AVX-512
+
+
 def test_photos_views_and_dst():
     bgr = real.resize(skimage.data.astronaut()[:, :, ::-1], (1920, 1080))
     for src in (bgr, bgr[::-1, ::2], bgr[100:101, 3:70], real.cvtColor(bgr, real.COLOR_BGR2BGRA)):
@@ -117,5 +152,7 @@ def test_kernel_refuses_what_it_does_not_take():
         color.convert(np.zeros((4, 4, 3), np.float32), "to_gray", bidx=0)
     with pytest.raises(InputError, match="3 or 4 channels, got 2"):
         color.convert(np.zeros((4, 4, 2), np.uint8), "to_hsv", bidx=0)
+    with pytest.raises(InputError, match="h and w even, got 9x5"):
+        color.convert(np.zeros((9, 5), np.uint8), "nv_to_rgb", bidx=0, uv_first_u=True)
     with pytest.raises(InputError, match="expected one of"):
         color.convert(np.zeros((4, 4, 3), np.uint8), "to_luv", bidx=0)
