@@ -216,6 +216,8 @@ def image(func: str, src, name: str = "src") -> np.ndarray:
 def dtype_of(src) -> np.dtype:
     """The NumPy dtype of an array or a TF tensor."""
     dtype = src.dtype
+    if isinstance(dtype, np.dtype):
+        return dtype
     return np.dtype(getattr(dtype, "as_numpy_dtype", dtype))
 
 
@@ -297,8 +299,9 @@ def on_host(*arrays, out_bytes: int = 0) -> bool:
     targets run the compiled program on their chip)."""
     from gdp.api import default_target
 
-    if any(is_tensor(a) or a.nbytes >= HOST_KERNEL_BYTES for a in arrays):
-        return False
+    for a in arrays:  # a loop, not any(generator): this runs on every eager call
+        if (type(a) is not np.ndarray and is_tensor(a)) or a.nbytes >= HOST_KERNEL_BYTES:
+            return False
     return out_bytes < HOST_KERNEL_BYTES and default_target().name == "cpu"
 
 

@@ -26,7 +26,7 @@ def _src(func: str, src, name: str = "src"):
 
 
 def _dtype(src) -> str:
-    return common.dtype_of(src).name
+    return common.dtype_name(common.dtype_of(src))
 
 
 def _one_channel(func: str, src, message: str = "src.channels() == 1") -> None:

@@ -78,7 +78,7 @@ def run_host_kernel(name: str, source: str, *args) -> None:
     copy."""
     kernel = host_kernel(name, source)
     thread_pool.before_run()
-    kernel(*(_tensor(a) if isinstance(a, np.ndarray) else a for a in args))
+    kernel(*[_tensor(a) if isinstance(a, np.ndarray) else a for a in args])
 
 
 def _tensor(array: np.ndarray):
