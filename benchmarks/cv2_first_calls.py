@@ -42,7 +42,15 @@ def _cases(image: np.ndarray) -> dict:
     box31 = np.ones((31, 31), np.float32) / 961
     ell21 = real.getStructuringElement(real.MORPH_ELLIPSE, (21, 21))
     ell31 = real.getStructuringElement(real.MORPH_ELLIPSE, (31, 31))
+    hsv = real.cvtColor(image, real.COLOR_BGR2HSV)
+    nv12 = real.cvtColor(image, real.COLOR_BGR2YUV_I420)  # a (h * 3 / 2, w) 4:2:0 layout
+
+    def from_nv12(m, x):  # whole chroma rows and pairs of the new size's cut
+        return m.cvtColor(x[: x.shape[0] // 3 * 3, : x.shape[1] // 2 * 2], real.COLOR_YUV2BGR_NV12)
+
     return {
+        "cvtColor HSV2BGR uint8": (hsv, lambda m, x: m.cvtColor(x, real.COLOR_HSV2BGR)),
+        "cvtColor YUV2BGR_NV12 uint8": (nv12, from_nv12),
         "medianBlur 3 uint8": (image, lambda m, x: m.medianBlur(x, 3)),
         "medianBlur 3 float32": (f32, lambda m, x: m.medianBlur(x, 3)),
         "medianBlur 5 uint8": (image, lambda m, x: m.medianBlur(x, 5)),

@@ -1,23 +1,28 @@
 """cv2.cvtColor of uint8 images as hand-written TIR kernels for the host CPU: channel orders
-(BGR<->RGB, adding or dropping alpha, gray to colour), gray, YCrCb, HSV and Lab, with OpenCV's
-integer arithmetic (gdp.ops.color_tables' weights and tables), bit for bit.
+(BGR<->RGB, adding or dropping alpha, gray to colour), gray, YCrCb, HSV and Lab, NV12/NV21 to
+BGR/RGB and HSV to BGR/RGB, with OpenCV's arithmetic (gdp.ops.color's, its weights and tables
+from gdp.ops.color_tables), bit for bit.
 
 Why by hand: as programs, the interleaved channels were read a lane at a time and HSV's and
 Lab's tables gathered a lane at a time: at 1080p BGR2GRAY took 0.31 ms (OpenCV 0.26), BGR2HSV
-3.9 ms (OpenCV 1.1), BGR2Lab 14.5 ms (OpenCV 4.6).
+3.9 ms (OpenCV 1.1), BGR2Lab 14.5 ms (OpenCV 4.6); NV12 and uint8 HSV2BGR compiled per size.
 
 How: 64 pixels a step. Their interleaved channels are loaded as one vector of 64 * channels
 bytes and split into one vector a channel by shuffles (LLVM turns them into byte permutes); the
 arithmetic runs in 32-bit lanes; the output channels are interleaved by one shuffle and stored
 as one vector. An image whose pixel count is not a multiple of 64 ends with the 64 pixels up
 to its last (overlapping the step before: those values are written twice, the same), and one of
-fewer than 64 pixels runs padded to 64 on the host.
+fewer than 64 pixels runs padded to 64 on the host. NV12/NV21 and HSV2BGR, which need a
+pixel's row or column, step along each row the same way (_ROWS_KERNEL).
 - HSV: OpenCV divides by tables, sdiv[v] = round((255 << 12) / v) and hdiv[d] = round((180 <<
   12) / (6 d)). Here they are a float32 division and a round, 16 lanes an instruction: equal to
   the tables for every v and d in 1..255 (tests/gdp/cv2/test_color_kernel.py checks every
   colour).
 - Lab: the gamma and cube-root tables are gathered, with AVX-512's vpgatherdd (16 lanes an
   instruction) where the CPU has it, else a lane at a time.
+- HSV2BGR: float32 as OpenCV, its products kept from fusing into fmas that OpenCV does not
+  make and its one fma made explicit (_from_hsv); the column where OpenCV's vector loop stops
+  truncating and its scalar tail rounds is a run-time input.
 
 The pixels are split into strips (whole steps) that run on TVM's pool.
 """

@@ -236,7 +236,7 @@ OTHERS = [
     ("equalizeHist", lambda m, x: m.equalizeHist(x[:, :, 0].copy())),
     ("Otsu", lambda m, x: m.threshold(x[:, :, 2].copy(), 0, 200, m.THRESH_BINARY | m.THRESH_OTSU)),
     ("addWeighted uint8", lambda m, x: m.addWeighted(x, 0.3, x[::-1].copy(), 0.7, 5)),
-    # Its table lookups run in vectors along each row, a partial vector at the row's end.
+    # Its steps along the pixels, the last overlapping the one before.
     ("cvtColor BGR2HSV", lambda m, x: m.cvtColor(x, m.COLOR_BGR2HSV)),
     ("cvtColor RGB2HSV", lambda m, x: m.cvtColor(x, m.COLOR_RGB2HSV)),
     ("mean", lambda m, x: np.array(m.mean(x))),
@@ -244,8 +244,10 @@ OTHERS = [
 ]
 
 
-# On the cpu target these run gdp.runtime's hand kernels (lut, moments, blend): no program.
+# On the cpu target these run gdp.runtime's hand kernels (lut, moments, blend, color): no
+# program.
 HAND_KERNELS = {"equalizeHist", "Otsu", "mean", "meanStdDev", "addWeighted uint8"}
+HAND_KERNELS |= {"cvtColor BGR2HSV", "cvtColor RGB2HSV"}
 
 
 @pytest.mark.parametrize("name,call", OTHERS, ids=[o[0] for o in OTHERS])
