@@ -100,6 +100,30 @@ def _fixed(weights: np.ndarray) -> np.ndarray:
     return fixed
 
 
+def linear_taps_fixed(src: int, dst: int, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """(indices, weights), each (dst, 2): INTER_LINEAR's taps along the columns of a uint8
+    resize, as cv::resize's horizontal pass takes them (11-bit weights, a border pixel's pair
+    (s, s) or (s, s + 1) with weights (2^11, 0))."""
+    indices, weights = axis_taps(src, dst, scale, INTER_LINEAR)
+    return indices, _fixed(weights)
+
+
+def linear_rows_opencv(src: int, dst: int, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, weights), each (dst, 2): INTER_LINEAR's taps along the rows of a uint8 resize as
+    cv::resize's vertical pass takes them: the float32 position's rows clamped into the image,
+    its fraction f kept there (unlike the columns), weights round((1 - f) * 2^11) and
+    round(f * 2^11) in float32, each rounded on its own."""
+    d = np.arange(dst, dtype=np.float64)
+    position = ((d + 0.5) * scale - 0.5).astype(np.float32)
+    first = np.floor(position)
+    f = (position - first).astype(np.float32)
+    one = np.float32(1 << RESIZE_COEF_BITS)
+    weights = np.stack([np.rint((np.float32(1) - f) * one), np.rint(f * one)], axis=1)
+    first = first.astype(np.int64)
+    rows = np.stack([np.clip(first, 0, src - 1), np.clip(first + 1, 0, src - 1)], axis=1)
+    return rows, weights.astype(np.int64)
+
+
 def _used(indices: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The taps without those of weight 0 for every output pixel (an exact factor's second
     linear tap, area's padding): a tap fewer is a gather fewer."""

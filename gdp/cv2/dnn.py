@@ -90,6 +90,11 @@ def _blob_call(func, images, scalefactor, size, mean, swapRB, crop, ddepth):
     values = {"mean": tuple(mean4[:4]), "scale": float(scalefactor)} if float_out else {}
     if engine.is_graph_call(*images):
         return _blob(*images, **params, **values)
+    if float_out and first.dtype == np.uint8 and first.shape[1] >= 2:
+        width, height = wanted or (first.shape[1], first.shape[0])
+        out_bytes = len(images) * channels * height * width * 4
+        if common.on_host(*images, out_bytes=out_bytes):
+            return _blob_on_host(images, wanted, bool(crop), bool(swapRB), values)
     sized = engine.sized_program(f"dnn.{func}", _blob, images, params, values=values)
     if sized is None:
         tables = _tables(first, wanted, bool(crop))
@@ -97,6 +102,26 @@ def _blob_call(func, images, scalefactor, size, mean, swapRB, crop, ddepth):
             return _any_size(func, images, params, values, *tables)
         sized = engine.program(f"dnn.{func}", _blob, images, params, values=values)
     return engine.execute(sized, images, values=values)
+
+
+def _blob_on_host(images, size, crop: bool, swap_rb: bool, values: dict) -> np.ndarray:
+    """The float32 blob of uint8 images by gdp.runtime.resize's kernel (OpenCV's LINEAR resize
+    bit for bit, then (level - mean) * scale into the planes), for every size."""
+    from gdp.runtime.resize import blob
+
+    h, w = images[0].shape[:2]
+    channels = 1 if images[0].ndim == 2 else images[0].shape[2]
+    width, height = size or (w, h)
+    scale_x, scale_y, cut = 1.0 / (width / w), 1.0 / (height / h), None  # as cv::resize
+    if crop and (width, height) != (w, h):
+        factor, rw, rh, left, top = _cover(w, h, size)
+        scale_x = scale_y = 1.0 / factor
+        cut = (rw, rh, left, top)
+    plan = geometry.linear_plan(h, w, channels, width, height, scale_x, scale_y, cut)
+    out = np.empty((len(images), channels, height, width), np.float32)
+    for image, planes in zip(images, out, strict=True):
+        blob(image, plan, swap_rb, values["mean"], values["scale"], out=planes)
+    return out
 
 
 def _tables(image: np.ndarray, size, crop: bool):

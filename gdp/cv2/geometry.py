@@ -161,6 +161,16 @@ def resize(src, dsize, dst=None, fx=0, fy=0, interpolation=_cv2.INTER_LINEAR):
 
         plan = _nearest_plan(src.shape, src.dtype, width, height, scale_x, scale_y)
         return common.finish(resize_nearest(src, plan), dst)
+    if (
+        method == INTER_LINEAR
+        and dtype == np.uint8
+        and w >= 2
+        and common.on_host(src, out_bytes=out_bytes)
+    ):
+        from gdp.runtime.resize import resize as resize_linear
+
+        plan = linear_plan(h, w, channels, width, height, scale_x, scale_y)
+        return common.finish(resize_linear(src, plan), dst)
     flat = np.ascontiguousarray(src).reshape(h, w * channels)
     # A size called often gets a program of its own (engine.sized_program), compiled in the
     # background: its tables constants that TVM folds into one kernel, 2-6x faster than the
@@ -187,6 +197,15 @@ def resize(src, dsize, dst=None, fx=0, fy=0, interpolation=_cv2.INTER_LINEAR):
         out = engine.execute(generic, arrays)
     shape = (height, width) if src.ndim == 2 else (height, width, channels)
     return common.finish(out.reshape(shape), dst)
+
+
+@functools.lru_cache(maxsize=64)
+def linear_plan(h, w, channels, width, height, scale_x, scale_y, cut=None):
+    """gdp.runtime.resize's plan of INTER_LINEAR on uint8 (OpenCV's tables), kept for the sizes
+    met last (shared: never written)."""
+    from gdp.runtime import resize
+
+    return resize.Plan(h, w, channels, width, height, scale_x, scale_y, cut)
 
 
 @functools.lru_cache(maxsize=64)

@@ -1,0 +1,258 @@
+"""cv2.resize of uint8 images with INTER_LINEAR, and cv2.dnn.blobFromImage's resize of uint8
+images with its float32 planar finish, as one hand-written TIR kernel for the host CPU, with
+OpenCV's own arithmetic, bit for bit:
+- horizontally, 11-bit fixed-point weights (gdp.ops.resize_tables: a pixel's two source pixels,
+  weights rounded to sum 2^11) summed in int32;
+- vertically, OpenCV's vector code (VResizeLinearVec_32s8u, which it runs on every row, its
+  narrowest too): (((S0 >> 4) * b0) >> 16) + (((S1 >> 4) * b1) >> 16) + 2 >> 2, with its row
+  weights b = round((1 - f) * 2^11), round(f * 2^11) of the float32 fraction f, kept where the
+  rows are clamped at the borders. (gdp.ops.geometry's exact (S0 b0 + S1 b1 + 2^21) >> 22 is
+  1 off in some pixels of most sizes.)
+
+Why by hand: as a program the resize paid the program's fixed cost (about 40 us), gathered each
+tap of its column pass a lane at a time from the whole image, and was not OpenCV's arithmetic.
+
+How, as OpenCV: output rows are split into strips; each strip keeps the horizontal pass of the
+source rows its output rows read, in two slots (row mod 2: the rows an output row reads are
+consecutive), computed when a row first comes and reused by the next output rows that read it,
+so each source row an output row needs is resampled once. The horizontal pass reads each output
+pixel's two source pixels as one load of 2 * channels bytes (the right border's pixel, OpenCV's
+(w - 1, w - 1) pair of weights (2^11, 0), is read as (w - 2, w - 1) with (0, 2^11)), 16 pixels a
+step, their channels split by shuffles. Each output row then weighs its two slots as vectors.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from gdp.errors import InputError
+from gdp.runtime.tir_text import columns, describe, indent
+
+BITS = 11  # the horizontal weights' fixed point
+# Output pixels a step of the horizontal pass, output elements a step of the vertical.
+PIXELS = 16
+LANES = 16
+# Output values per strip at least, and strips at most.
+STRIP_VALUES = 1 << 15
+MAX_STRIPS = 16
+MAX_VALUES = (1 << 31) - 1
+CHANNELS = (1, 2, 3, 4)
+
+_KERNEL = """
+@T.prim_func
+def {name}(
+    img_handle: T.handle,
+    out_handle: T.handle,
+    xtab_handle: T.handle,
+    ytab_handle: T.handle,
+    buf_handle: T.handle,
+    tags_handle: T.handle,{mean_arg}
+    wc: T.int32,
+    width: T.int32,
+    height: T.int32,{scale_arg}
+    strips: T.int32,
+):
+    T.func_attr({{"global_symbol": "{name}", "tir.noalias": True}})
+    size = T.int32()
+    out_size = T.int32()
+    xsize = T.int32()
+    ysize = T.int32()
+    bsize = T.int32()
+    tsize = T.int32()
+    img = T.match_buffer(img_handle, (size,), "uint8", align=1)
+    out = T.match_buffer(out_handle, (out_size,), "{out_dtype}", align=1)
+    xtab = T.match_buffer(xtab_handle, (xsize,), "int32", align=4)
+    ytab = T.match_buffer(ytab_handle, (ysize,), "int32", align=4)
+    buf = T.match_buffer(buf_handle, (bsize,), "int32", align=4)
+    tags = T.match_buffer(tags_handle, (tsize,), "int32", align=4){mean_buffer}
+    for s in T.parallel(strips):
+        tags[s * 2] = -1
+        tags[s * 2 + 1] = -1
+        for y in range(height * s // strips, height * (s + 1) // strips):
+            for t in range(2):
+                if tags[s * 2 + ytab[y * 4 + t] % 2] != ytab[y * 4 + t]:
+                    tags[s * 2 + ytab[y * 4 + t] % 2] = ytab[y * 4 + t]
+{horizontal}
+{finish}
+"""
+
+# The slot of row tap {t} of output row y: the horizontal pass of its source row, in the
+# strip's buffer (width * channels int32).
+_SLOT = "(s * 2 + ytab[y * 4 + {t}] % 2) * width * {c}"
+# Source row ytab[y, t]'s offset.
+_ROW = "ytab[y * 4 + t] * wc"
+
+
+def _horizontal(c: int) -> str:
+    """The horizontal pass of source row ytab[y, t] into its slot: PIXELS output pixels a
+    step, each one load of its two source pixels; the last width % PIXELS one by one.
+    xtab: each output pixel's first source pixel's byte offset in the row, then its two
+    weights (three rows of `width`)."""
+    slot = _SLOT.format(t="t", c=c)
+    pairs = ", ".join(
+        f"img[T.Ramp({_ROW} + xtab[xo * {PIXELS} + {i}], 1, {2 * c})]" for i in range(PIXELS)
+    )
+    weight = "xtab[T.Ramp({row} * width + xo * {n}, 1, {n})]"
+    w0, w1 = (weight.format(row=r, n=PIXELS) for r in (1, 2))
+    sums = []
+    for k in range(c):
+        low = ", ".join(str(i * 2 * c + k) for i in range(PIXELS))
+        high = ", ".join(str(i * 2 * c + c + k) for i in range(PIXELS))
+        sums.append(
+            f'T.Cast("int32x{PIXELS}", T.Shuffle([pairs], [{low}])) * {w0}'
+            f' + T.Cast("int32x{PIXELS}", T.Shuffle([pairs], [{high}])) * {w1}'
+        )
+    if c == 1:
+        store = sums[0]
+    else:
+        picks = ", ".join(str(k * PIXELS + i) for i in range(PIXELS) for k in range(c))
+        store = f"T.Shuffle([{', '.join(sums)}], [{picks}])"
+    store = store.replace(
+        "[pairs]", f"[T.Shuffle([{pairs}], [{', '.join(map(str, range(2 * c * PIXELS)))}])]"
+    )
+    scalar = (
+        f'T.Cast("int32", img[{_ROW} + xtab[x] + k]) * xtab[width + x]'
+        f' + T.Cast("int32", img[{_ROW} + xtab[x] + {c} + k]) * xtab[2 * width + x]'
+    )
+    return (
+        f"for xo in range(width // {PIXELS}):\n"
+        f"    buf[T.Ramp({slot} + xo * {PIXELS * c}, 1, {PIXELS * c})] = {store}\n"
+        f"for x in range(width // {PIXELS} * {PIXELS}, width):\n"
+        f"    for k in range({c}):\n"
+        f"        buf[{slot} + x * {c} + k] = {scalar}\n"
+    )
+
+
+def _level(c: int, element: str) -> str:
+    """The output level (int32 in [0, 255]) of element `element` of row y: OpenCV's vector
+    formula (v_mul_hi of S >> 4 by the 16-bit weight, then a rounding shift by 2)."""
+    terms = " + ".join(
+        f"((buf[{_SLOT.format(t=t, c=c)} + {element}] >> 4) * ytab[y * 4 + {2 + t}] >> 16)"
+        for t in range(2)
+    )
+    return f"T.min(T.max(({terms} + 2) >> 2, 0), 255)"
+
+
+@functools.cache
+def source(channels: int, blob: bool, swap_rb: bool) -> tuple[str, str]:
+    """(name, TVMScript) of the kernel for `channels`-channel images; `blob`: blobFromImage's
+    finish, float32 (level - mean[c]) * scale into plane c (the first three mirrored for
+    `swap_rb`), else uint8 levels interleaved like the source's."""
+    c = channels
+    name = f"resize_linear_u8_c{c}"
+    if not blob:
+        store = f'out[y * width * {c} + {{x}}] = T.Cast("uint8", {_level(c, "{x}")})\n'
+        finish = columns(store, "0", f"width * {c}", LANES)
+        out_dtype, mean_arg, mean_buffer, scale_arg = "uint8", "", "", ""
+    else:
+        name += "_blob" + ("_swap" if swap_rb else "")
+        finish = ""
+        for k in range(c):
+            plane = 2 - k if swap_rb and k < 3 else k
+            level = _level(c, f"{{x}} * {c} + {k}")
+            store = (
+                f"out[({plane} * height + y) * width + {{x}}] ="
+                f' (T.Cast("float32", {level}) - mean[{k}]) * scale\n'
+            )
+            finish += columns(store, "0", "width", LANES)
+        out_dtype = "float32"
+        mean_arg = "\n    mean_handle: T.handle,"
+        mean_buffer = '\n    mean = T.match_buffer(mean_handle, (4,), "float32", align=4)'
+        scale_arg = "\n    scale: T.float32,"
+    text = _KERNEL.format(
+        name=name,
+        out_dtype=out_dtype,
+        mean_arg=mean_arg,
+        mean_buffer=mean_buffer,
+        scale_arg=scale_arg,
+        horizontal=indent(_horizontal(c), 20),
+        finish=indent(finish, 12),
+    )
+    return name, text
+
+
+class Plan:
+    """OpenCV's tables of a LINEAR resize of an (h, w, channels) uint8 image to (height,
+    width), as the kernel reads them: `xtab` (each output pixel's first source pixel's byte
+    offset, then its two 11-bit weights), `ytab` (each output row's two source rows, then their
+    weights). `cut` (blobFromImage's crop): the resize is to `cut`'s (full width, full height),
+    of which the kernel computes the (width, height) from (left, top)."""
+
+    def __init__(self, h, w, channels, width, height, sx, sy, cut=None):
+        from gdp.ops import resize_tables
+
+        if w < 2 or h < 1 or width < 1 or height < 1 or channels not in CHANNELS:
+            raise InputError(
+                f"resize plan: expected a source at least 2 wide of 1-4 channels and an"
+                f" output of at least 1x1, got {h}x{w}x{channels} -> {height}x{width}"
+            )
+        full_width, full_height, left, top = cut or (width, height, 0, 0)
+        if left < 0 or top < 0 or left + width > full_width or top + height > full_height:
+            raise InputError(f"resize plan: a {width}x{height} cut at {left},{top} of {cut}")
+        self.h, self.w, self.channels, self.width, self.height = h, w, channels, width, height
+        first, weights = resize_tables.linear_taps_fixed(w, full_width, sx)
+        first, weights = first[left : left + width, 0], weights[left : left + width]
+        right = first == w - 1  # OpenCV's (w - 1, w - 1) pair: read as (w - 2, w - 1)
+        first = np.where(right, w - 2, first)
+        weights = np.where(right[:, None], [0, 1 << BITS], weights)
+        self.xtab = np.concatenate([first * channels, weights[:, 0], weights[:, 1]]).astype(
+            np.int32
+        )
+        rows, row_weights = resize_tables.linear_rows_opencv(h, full_height, sy)
+        table = np.concatenate([rows, row_weights], axis=1)[top : top + height]
+        self.ytab = np.ascontiguousarray(table, np.int32).reshape(-1)
+
+
+def _run(image: np.ndarray, plan: Plan, out: np.ndarray, blob: bool, swap_rb, extra) -> None:
+    from gdp.runtime.backends.tvm.kernels import run_host_kernel
+    from gdp.runtime.workspace import scratch
+
+    name, text = source(plan.channels, blob, bool(swap_rb))
+    values = plan.height * plan.width * plan.channels
+    strips = max(1, min(MAX_STRIPS, plan.height, values // STRIP_VALUES))
+    buf = scratch("resize_rows", strips * 2 * plan.width * plan.channels, np.int32)
+    tags = scratch("resize_tags", strips * 2, np.int32)
+    flat = np.ascontiguousarray(image).reshape(-1)
+    mean, scale = extra if blob else ((), ())
+    run_host_kernel(
+        name, text, flat, out.reshape(-1), plan.xtab, plan.ytab, buf, tags, *mean,
+        plan.w * plan.channels, plan.width, plan.height, *scale, strips,
+    )  # fmt: skip
+
+
+def _check(image: np.ndarray, plan: Plan) -> None:
+    channels = image.shape[2] if getattr(image, "ndim", 0) == 3 else 1
+    if not (isinstance(image, np.ndarray) and image.dtype == np.uint8 and image.ndim in (2, 3)):
+        raise InputError(f"resize: expected a uint8 image (h, w[, c]), got {describe(image)}")
+    if (image.shape[0], image.shape[1], channels) != (plan.h, plan.w, plan.channels):
+        raise InputError(
+            f"resize: the plan is for {plan.h}x{plan.w}x{plan.channels}, got {image.shape}"
+        )
+    if max(image.size, plan.height * plan.width * plan.channels) > MAX_VALUES:
+        raise InputError(f"resize: {image.shape} -> {plan.height}x{plan.width}, over int32")
+
+
+def resize(image: np.ndarray, plan: Plan) -> np.ndarray:
+    """The resized uint8 image, (height, width[, channels]) as `image` is (h, w[, channels])."""
+    _check(image, plan)
+    out = np.empty((plan.height, plan.width) + image.shape[2:], np.uint8)
+    _run(image, plan, out, False, False, ())
+    return out
+
+
+def blob(image: np.ndarray, plan: Plan, swap_rb: bool, mean, scale: float, out=None):
+    """blobFromImage's planes of the resized image: float32 (channels, height, width), channel
+    c = (level - float32(mean[c])) * float32(scale), the first three mirrored for swap_rb;
+    written into `out` (a C-contiguous float32 array of that size) when given."""
+    _check(image, plan)
+    shape = (plan.channels, plan.height, plan.width)
+    if out is None:
+        out = np.empty(shape, np.float32)
+    elif out.dtype != np.float32 or out.shape != shape or not out.flags.c_contiguous:
+        raise InputError(f"blob: expected out as float32 {shape}, got {describe(out)}")
+    mean4 = np.zeros(4, np.float32)
+    mean4[: min(4, len(mean))] = np.asarray(mean, np.float64)[:4]
+    _run(image, plan, out, True, swap_rb, ((mean4,), (float(np.float32(scale)),)))
+    return out
