@@ -15,6 +15,7 @@ import tensorflow as tf
 from gdp.ops import border as B
 from gdp.ops.derivatives import deriv_kernel
 from gdp.ops.image import correlate
+from gdp.ops.sorting_network import INF, SORT5, batcher_pairs, inputs, merged, network
 
 # cv::getGaussianKernel's tables for sigma <= 0 and ksize <= 9 (imgproc/src/smooth.dispatch.cpp).
 _SMALL_GAUSSIAN = {
@@ -209,55 +210,6 @@ def morphology(
     return total if total is not None else image
 
 
-def _merge_pairs(lo: int, hi: int, r: int = 1):
-    """Batcher's odd-even merge of wires lo..hi (inclusive, a power of two of them), each half
-    sorted: comparators (i, j) that leave the smaller value on i."""
-    step = r * 2
-    if step < hi - lo:
-        yield from _merge_pairs(lo, hi, step)
-        yield from _merge_pairs(lo + r, hi, step)
-        yield from ((i, i + r) for i in range(lo + r, hi - r, step))
-    else:
-        yield (lo, lo + r)
-
-
-def _batcher_pairs(lo: int, hi: int):
-    """Batcher's odd-even merge sort on wires lo..hi (inclusive, a power of two of them):
-    comparators (i, j) that leave the smaller value on i."""
-    if hi - lo >= 1:
-        mid = lo + (hi - lo) // 2
-        yield from _batcher_pairs(lo, mid)
-        yield from _batcher_pairs(mid + 1, hi)
-        yield from _merge_pairs(lo, hi)
-
-
-# A wire of a comparator network: ("in", tensor index), _INF, or ("min"|"max", wire, wire): a
-# DAG over the inputs, emitted lazily (_Wires) so that only what the wanted outputs need
-# becomes graph ops. _INF pads a network to a power of two and resolves at trace time.
-_INF = ("inf",)
-
-
-def _network(wires: list[tuple], pairs) -> list[tuple]:
-    """`wires` after the comparators `pairs` (each leaves the smaller value on its first)."""
-    wires = list(wires)
-    for i, j in pairs:
-        a, b = wires[i], wires[j]
-        if b == _INF:
-            continue
-        if a == _INF:
-            wires[i], wires[j] = b, a
-            continue
-        wires[i], wires[j] = ("min", a, b), ("max", a, b)
-    return wires
-
-
-def _merged(a: list[tuple], b: list[tuple]) -> list[tuple]:
-    """The wires of two sorted wire lists merged into one sorted list (odd-even merge)."""
-    n = 1 << (max(len(a), len(b)) - 1).bit_length()
-    padded = [*a, *[_INF] * (n - len(a)), *b, *[_INF] * (n - len(b))]
-    return _network(padded, _merge_pairs(0, 2 * n - 1))[: len(a) + len(b)]
-
-
 class _Wires:
     """Graph ops for wires over `values` (("in", k) is values[k]), each built once."""
 
@@ -275,16 +227,12 @@ class _Wires:
         return self.built[wire]
 
 
-def _inputs(first: int, count: int) -> list[tuple]:
-    return [("in", k) for k in range(first, first + count)]
-
-
 def median_select(values: list[tf.Tensor]) -> tf.Tensor:
     """The elementwise median of an odd number of tensors, exact for any dtype: a sorting
     network of min/max, pruned to the ops the middle wire depends on (9 inputs: 40
     min/max, 25 inputs: 202)."""
     n = 1 << (len(values) - 1).bit_length()
-    wires = _network(_inputs(0, len(values)) + [_INF] * (n - len(values)), _batcher_pairs(0, n - 1))
+    wires = network(inputs(0, len(values)) + [INF] * (n - len(values)), batcher_pairs(0, n - 1))
     return _Wires(values)(wires[len(values) // 2])
 
 
@@ -319,10 +267,6 @@ def median_3x3(padded: tf.Tensor) -> tf.Tensor:
     return _median3(largest_low, _median3(*mid), smallest_high)
 
 
-# An optimal sorting network of five wires (nine comparators).
-_SORT5 = ((0, 1), (3, 4), (2, 4), (2, 3), (0, 3), (0, 2), (1, 4), (1, 3), (1, 2))
-
-
 def median_5x5(padded: tf.Tensor) -> tf.Tensor:
     """The median of each 5x5 window of a padded image (any size, any dtype with an order),
     exact, in 116 min/max a pixel (a pruned sorting network of the 25 taps: 202):
@@ -338,19 +282,19 @@ def median_5x5(padded: tf.Tensor) -> tf.Tensor:
     is deep enough to slow the compiler."""
     rows = [B.along(padded, 0, B.window(t, 5)) for t in range(5)]
     columns = _Wires(rows)
-    sorted_columns = [columns(w) for w in _network(_inputs(0, 5), _SORT5)]
+    sorted_columns = [columns(w) for w in network(inputs(0, 5), SORT5)]
 
     def at(planes: list[tf.Tensor], start: int, taps: int) -> list[tf.Tensor]:
         return [B.along(p, 1, B.window(start, taps)) for p in planes]
 
     # The pairs at x and x + 2 merged from the sorted columns each window reads, then ranks
     # 7-12 of the window's four first columns merged from them.
-    pair_wires = _merged(_inputs(0, 5), _inputs(5, 5))
+    pair_wires = merged(inputs(0, 5), inputs(5, 5))
     pairs = [
         _Wires(at(sorted_columns, start, 5) + at(sorted_columns, start + 1, 5)) for start in (0, 2)
     ]
     quad = _Wires([pair(w) for pair in pairs for w in pair_wires])
-    quad_wires = _merged(_inputs(0, 10), _inputs(10, 10))
+    quad_wires = merged(inputs(0, 10), inputs(10, 10))
     fifth = at(sorted_columns, 4, 5)
     terms = [quad(quad_wires[12])]
     terms += [tf.maximum(quad(quad_wires[7 + i]), fifth[4 - i]) for i in range(5)]

@@ -30,6 +30,7 @@ The pixels are split into strips (whole steps) that run on TVM's pool.
 from __future__ import annotations
 
 import functools
+import re
 
 import numpy as np
 
@@ -434,7 +435,11 @@ def source(op: str, scn: int, params: tuple, avx512: bool) -> tuple[str, str, in
 
 
 def _indent(text: str, spaces: int) -> str:
-    return "".join(" " * spaces + line + "\n" for line in text.splitlines())
+    """`text`'s lines indented, each `name = value` made `name: T.let = value`: a plain
+    assignment is a mutable local, which TVM allocates from its workspace in a parallel loop,
+    at every step (measured: a 5x5 median ran 10x slower)."""
+    lines = (re.sub(r"^([a-z_][a-z_0-9]*) = ", r"\1: T.let = ", line) for line in text.splitlines())
+    return "".join(" " * spaces + line + "\n" for line in lines)
 
 
 def convert(image: np.ndarray, op: str, **params) -> np.ndarray:

@@ -144,7 +144,8 @@ def test_one_filter_program_serves_every_size(name, call):
         for image in images:
             np.testing.assert_array_equal(call(cv2, image), call(real, image))
 
-    assert _compilations(run) == 1
+    # uint8 medians run gdp.runtime.median's kernel on the cpu target: no program
+    assert _compilations(run) == (0 if name in ("median 3 uint8", "median 5 uint8") else 1)
 
 
 def test_canny_compiles_no_program_at_any_size():
@@ -296,7 +297,7 @@ def test_a_replicated_border_is_computed_inside_its_stencil():
     # kernels of their own that wrote the padded image out; now one kernel (and the host's
     # shape function) computes the border where the median reads it.
     cv2.clear_cache()
-    image = _photo(67, 91)
+    image = _photo(67, 91).astype(np.uint16) * 257  # a program (uint8 runs a hand kernel)
     np.testing.assert_array_equal(cv2.medianBlur(image, 3), real.medianBlur(image, 3))
     (model,) = engine._programs.values()
     assert model.report()["shapes"] == [{"src0": (None, None, 3)}]

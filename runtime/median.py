@@ -1,0 +1,131 @@
+"""cv2.medianBlur of uint8 images (1-4 channels) with ksize 3 or 5 as one hand-written TIR kernel
+for the host CPU: the median of each window, the image's edge repeated beyond it
+(BORDER_REPLICATE, OpenCV's), by gdp.ops.sorting_network's comparator network (each column of
+the window sorted, then 18 or 143 min/max), exact.
+
+Why by hand: as a program (the same network over shifted planes of a padded copy) it ran 0.86
+ms on a 1080p gray image (OpenCV 0.86) and 5.4 ms at 4K (OpenCV 2.7), its sorted columns stored
+and read back as whole planes.
+
+How: output rows in strips. A row's interior (the values whose window lies in the image's
+columns) runs 64 values a step, each window value one unaligned vector load of its row (the
+rows clamped into the image), the network in registers, the last step ending at the interior's
+end (overlapping the one before: the same values again); the row's first and last ksize // 2
+pixels (all of a row narrower than a step) run value by value with their columns clamped.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from gdp.errors import InputError
+from gdp.ops.sorting_network import median_window
+from gdp.runtime.tir_text import describe, indent
+
+LANES = 64
+KSIZES = (3, 5)
+CHANNELS = (1, 2, 3, 4)
+STRIP_VALUES = 1 << 15
+MAX_STRIPS = 16
+MAX_VALUES = (1 << 31) - 1
+
+_KERNEL = """
+@T.prim_func
+def {name}(img_handle: T.handle, out_handle: T.handle, h: T.int32, wc: T.int32, strips: T.int32):
+    T.func_attr({{"global_symbol": "{name}", "tir.noalias": True}})
+    size = T.int32()
+    img = T.match_buffer(img_handle, (size,), "uint8", align=1)
+    out = T.match_buffer(out_handle, (size,), "uint8", align=1)
+    for s in T.parallel(strips):
+        for y in range(h * s // strips, h * (s + 1) // strips):
+            for k in range(T.Select(wc - {edge2} >= {lanes}, (wc - {edge2} - 1) // {lanes} + 1, 0)):
+{vector}
+            for t in range(T.Select(wc - {edge2} >= {lanes}, T.min({edge2}, wc), wc)):
+{scalar}
+"""
+
+
+def _lines(wire: tuple, load) -> list[str]:
+    """`name: T.let = expression` lines computing `wire` (each node once, in order), the last
+    bound to `median`; `load(k)` is input k's expression. (T.let: a plain `name = value` is a
+    mutable local, which TVM allocates from its workspace in a parallel loop, at every step.)"""
+    names: dict[tuple, str] = {}
+    lines: list[str] = []
+
+    def emit(w: tuple) -> str:
+        if w[0] == "in":
+            return load(w[1])
+        if w not in names:
+            a, b = emit(w[1]), emit(w[2])
+            names[w] = f"m{len(names)}"
+            lines.append(f"{names[w]}: T.let = T.{w[0]}({a}, {b})")
+        return names[w]
+
+    lines.append(f"median: T.let = {emit(wire)}")
+    return lines
+
+
+def _row(dy: int, r: int) -> str:
+    return f"T.min(T.max(y + {dy - r}, 0), h - 1) * wc"
+
+
+@functools.cache
+def source(ksize: int, channels: int) -> tuple[str, str]:
+    """(name, TVMScript) of the kernel for ksize x ksize windows of `channels`-channel images."""
+    r, c = ksize // 2, channels
+    wire = median_window(ksize)
+    edge = r * c  # a row's first and last values whose window leaves the row
+
+    def vector_load(k: int) -> str:
+        dy, dx = divmod(k, ksize)
+        return f"img[T.Ramp({_row(dy, r)} + e + {(dx - r) * c}, 1, {LANES})]"
+
+    def scalar_load(k: int) -> str:
+        dy, dx = divmod(k, ksize)
+        column = f"T.min(T.max(j // {c} + {dx - r}, 0), wc // {c} - 1) * {c} + j % {c}"
+        return f"img[{_row(dy, r)} + {column}]"
+
+    start = f"e: T.let = {edge} + T.min(k * {LANES}, wc - {2 * edge} - {LANES})"
+    vector = [start, *_lines(wire, vector_load), f"out[T.Ramp(y * wc + e, 1, {LANES})] = median"]
+    # the border values t: [0, edge) then [wc - edge, wc); the whole row under a step
+    where = (
+        f"j: T.let = T.Select(wc - {2 * edge} >= {LANES} and t >= {edge}, wc - {2 * edge} + t, t)"
+    )
+    scalar = [where, *_lines(wire, scalar_load), "out[y * wc + j] = median"]
+    name = f"median{ksize}_u8_c{c}"
+    text = _KERNEL.format(
+        name=name,
+        lanes=LANES,
+        edge2=2 * edge,
+        vector=indent("\n".join(vector) + "\n", 16),
+        scalar=indent("\n".join(scalar) + "\n", 16),
+    )
+    return name, text
+
+
+def median_blur(image: np.ndarray, ksize: int) -> np.ndarray:
+    """cv2.medianBlur of an (H, W) or (H, W, C) uint8 image (C 1-4), ksize 3 or 5, as a new
+    array."""
+    from gdp.runtime.backends.tvm.kernels import run_host_kernel
+
+    if not (isinstance(image, np.ndarray) and image.dtype == np.uint8 and image.ndim in (2, 3)):
+        raise InputError(f"median_blur: expected a uint8 image (h, w[, c]), got {describe(image)}")
+    channels = image.shape[2] if image.ndim == 3 else 1
+    if ksize not in KSIZES or channels not in CHANNELS:
+        raise InputError(
+            f"median_blur: expected ksize 3 or 5 and 1-4 channels, got {ksize} and {channels}"
+        )
+    if image.size > MAX_VALUES:
+        raise InputError(f"median_blur: {image.size} values, more than the {MAX_VALUES} indexed")
+    out = np.empty_like(image)
+    if image.size == 0:
+        return out
+    h = image.shape[0]
+    wc = image.size // h
+    name, text = source(ksize, channels)
+    strips = max(1, min(MAX_STRIPS, h, image.size // STRIP_VALUES))
+    flat = np.ascontiguousarray(image).reshape(-1)
+    run_host_kernel(name, text, flat, out.reshape(-1), h, wc, strips)
+    return out

@@ -1,0 +1,87 @@
+"""medianBlur of uint8 images (ksize 3 and 5) runs on the cpu target through
+gdp.runtime.median's kernel: equal to OpenCV at sizes that put the row's vector steps, its
+border values and the strips anywhere (rows narrower than a step, one row, one column),
+1, 3 and 4 channels, few levels (ties everywhere) and a photo; views and dst; both thread
+counts; and the sorting networks against NumPy's median."""
+
+import cv2 as real
+import numpy as np
+import pytest
+import skimage.data
+
+import gdp.cv2 as cv2
+from gdp.errors import InputError
+from gdp.ops.sorting_network import median_window
+from gdp.runtime import median
+from tests.gdp.cv2.one_thread import run_on_one_thread
+
+SIZES = [(1, 1), (1, 9), (9, 1), (2, 3), (5, 5), (3, 67), (7, 68), (33, 130), (301, 517)]
+
+
+def _evaluate(wire, values, memo):
+    if wire not in memo:
+        if wire[0] == "in":
+            memo[wire] = values[wire[1]]
+        else:
+            op = np.minimum if wire[0] == "min" else np.maximum
+            memo[wire] = op(_evaluate(wire[1], values, memo), _evaluate(wire[2], values, memo))
+    return memo[wire]
+
+
+@pytest.mark.parametrize("ksize", [3, 5])
+def test_networks_are_medians(ksize):
+    rng = np.random.default_rng(ksize)
+    for levels in (3, 256):  # ties everywhere, and few
+        values = list(rng.integers(0, levels, (ksize * ksize, 20000)))
+        got = _evaluate(median_window(ksize), values, {})
+        np.testing.assert_array_equal(got, np.median(np.stack(values), axis=0))
+
+
+def _check_sizes(ksizes=(3, 5), sizes=SIZES):
+    cv2.clear_cache()
+    rng = np.random.default_rng(0)
+    for ksize in ksizes:
+        for channels in (1, 3, 4):
+            for h, w in sizes:
+                shape = (h, w, channels) if channels > 1 else (h, w)
+                for levels in (4, 256):
+                    image = rng.integers(0, levels, shape, np.uint8)
+                    np.testing.assert_array_equal(
+                        cv2.medianBlur(image, ksize),
+                        real.medianBlur(image, ksize),
+                        err_msg=str((ksize, shape, levels)),
+                    )
+    assert cv2.cache_info().programs == 0
+
+
+def test_sizes_as_opencv():
+    _check_sizes()
+
+
+def test_on_one_thread():
+    run_on_one_thread(
+        """
+        from tests.gdp.cv2.test_median_kernel import _check_sizes
+        _check_sizes(sizes=[(3, 67), (33, 130)])
+        """
+    )
+
+
+def test_photo_views_and_dst():
+    bgr = real.resize(skimage.data.astronaut()[:, :, ::-1], (1920, 1080))
+    gray = real.cvtColor(bgr, real.COLOR_BGR2GRAY)
+    for image in (gray, bgr, bgr[::-2, 3:700], gray[:, ::3]):
+        for ksize in (3, 5):
+            np.testing.assert_array_equal(
+                cv2.medianBlur(image, ksize), real.medianBlur(image, ksize)
+            )
+    dst = np.zeros_like(gray)
+    assert cv2.medianBlur(gray, 5, dst=dst) is dst
+    np.testing.assert_array_equal(dst, real.medianBlur(gray, 5))
+
+
+def test_kernel_refuses_what_it_does_not_take():
+    with pytest.raises(InputError, match="ksize 3 or 5"):
+        median.median_blur(np.zeros((4, 4), np.uint8), 7)
+    with pytest.raises(InputError, match="uint8"):
+        median.median_blur(np.zeros((4, 4), np.float32), 3)
