@@ -129,7 +129,7 @@ def _direct(x: str, coordinate: str, channels: int, dtype: str, method: int, bor
     return inline(_position(x, coordinate, method) + _store(x, channels, dtype, method, tap_value))
 
 
-# A block of BLOCK columns runs in phases, each writing small buffers the next reads: the
+# A LINEAR block of BLOCK columns runs in phases, each writing small buffers the next reads: the
 # coordinates; their rounding (and the weights); the taps' pixel indices and whether each is
 # inside (all over vector lanes); the fetch of each tap's pixel (a scalar loop); then the
 # channels, interpolated and stored (vector lanes). Phases rather than one expression: TVM 0.27's
@@ -139,22 +139,11 @@ _PHASE_COORDINATES = """\
 sxs[xi] = T.min(T.max({sx}, T.float32(-2)), T.Cast("float32", w) + T.float32(1))
 sys[xi] = T.min(T.max({sy}, T.float32(-2)), T.Cast("float32", h) + T.float32(1))
 """
-_PHASE_ROUNDED = {
-    NEAREST: """\
-ixs[xi] = T.Cast("int32", T.round(sxs[xi]))
-iys[xi] = T.Cast("int32", T.round(sys[xi]))
-""",
-    LINEAR: """\
+_PHASE_ROUNDED = """\
 ixs[xi] = T.Cast("int32", T.floor(sxs[xi]))
 iys[xi] = T.Cast("int32", T.floor(sys[xi]))
 sxs[xi] = sxs[xi] - T.floor(sxs[xi])
 sys[xi] = sys[xi] - T.floor(sys[xi])
-""",
-}
-_PHASE_TAP = """\
-taps[{t} * {block} + xi] = (
-    T.min(T.max(iys[xi] + {dy}, 0), h - 1) * w + T.min(T.max(ixs[xi] + {dx}, 0), w - 1)
-)
 """
 _PHASE_INSIDE = """\
 inside[{t} * {block} + xi] = T.Select(
@@ -228,27 +217,19 @@ def _pair_value(t: int, c: int, channels: int, dtype: str) -> str:
     return f'T.Cast("float32", T.shift_right(words[{row} * {BLOCK} + xi], {shift}) & {mask})'
 
 
-def _phases(channels: int, dtype: str, method: int, border: int) -> list[tuple[bool, str]]:
-    """The phases of a block at columns xo * BLOCK + xi: (over vector lanes, body)."""
+def _phases(channels: int, dtype: str, border: int) -> list[tuple[bool, str]]:
+    """The phases of a LINEAR block at columns xo * BLOCK + xi: (over vector lanes, body)."""
     x = f"(xo * {BLOCK} + xi)"
-    taps = _taps(method)
+    taps = _taps(LINEAR)
     coordinates = _PHASE_COORDINATES.format(
         sx=_VECTOR_COORDINATE.format(k=0, x=x, rows="rows_x"),
         sy=_VECTOR_COORDINATE.format(k=2, x=x, rows="rows_y"),
     )
-    positions = ""
-    if method == NEAREST:
-        positions += _PHASE_TAP.format(t=0, dx=0, dy=0, block=BLOCK)
-    else:
-        positions += _PHASE_PAIRS.format(channels=channels, block=BLOCK)
+    positions = _PHASE_PAIRS.format(channels=channels, block=BLOCK)
     if border == CONSTANT:
         for t, (dy, dx) in enumerate(taps):
             positions += _PHASE_INSIDE.format(t=t, dx=dx, dy=dy, block=BLOCK)
-    phases = [(True, coordinates), (True, _PHASE_ROUNDED[method]), (True, positions)]
-    if method == NEAREST and whole_pixel(dtype, channels):
-        return [*phases, *_nearest_pixels(dtype, channels, border)]
-    if method == NEAREST:  # the fetch is the output: copied as it is, or the border
-        return [*phases, (False, _nearest_copy(channels, dtype, border))]
+    phases = [(True, coordinates), (True, _PHASE_ROUNDED), (True, positions)]
     prelude = "fx = sxs[xi]\nfy = sys[xi]\n"
     for t in range(len(taps)):
         if border == CONSTANT:
@@ -257,61 +238,23 @@ def _phases(channels: int, dtype: str, method: int, border: int) -> list[tuple[b
     def tap_value(t: int, c: int) -> str:
         return _bordered(t, c, _pair_value(t, c, channels, dtype), border)
 
-    interpolated = inline(prelude + _store(x, channels, dtype, method, tap_value))
+    interpolated = inline(prelude + _store(x, channels, dtype, LINEAR, tap_value))
     return [*phases, (False, _fetch_pairs(channels, dtype)), (True, interpolated)]
 
 
-def whole_pixel(dtype: str, channels: int) -> str | None:
-    """The unsigned integer a pixel of 1, 2 or 4 bytes is (gray of any dtype, uint8 BGRA), or
-    None."""
-    return {1: "uint8", 2: "uint16", 4: "uint32"}.get(channels * np.dtype(dtype).itemsize)
-
-
-def _nearest_pixels(dtype: str, channels: int, border: int) -> list[tuple[bool, str]]:
-    """A nearest-neighbour block whose pixels are whole integers: fetched by a scalar loop,
-    then the border put in and the block stored as vectors (contiguous pixels)."""
-    whole = whole_pixel(dtype, channels)
-    fetch = f"for i in range({BLOCK}):\n    pixels[i] = src_pixels[taps[i]]\n"
-    value = "pixels[xi]"
-    if border == CONSTANT:
-        itemsize = np.dtype(dtype).itemsize
-        parts = [
-            f'T.shift_left(T.Cast("{whole}", T.reinterpret("uint{8 * itemsize}",'
-            f' T.Cast("{dtype}", border[{c}]))), T.{whole}({8 * itemsize * c}))'
-            for c in range(channels)
-        ]
-        value = f"T.Select(inside[xi] != 0, pixels[xi], {' | '.join(parts)})"
-    store = f"dst_pixels[y * W + xo * {BLOCK} + xi] = {value}\n"
-    return [(False, fetch), (True, store)]
-
-
-def _nearest_copy(channels: int, dtype: str, border: int) -> str:
-    """Lane i's pixel of a nearest-neighbour block, copied from its tap (or the border)
-    channel by channel (LLVM branches on the select per lane: measured faster here than a
-    blend through the mask, 7.0 against 8.4 ms at 1080p BGR on one thread)."""
-    lines = []
-    for c in range(channels):
-        value = f"src[taps[i] * {channels} + {c}]"
-        if border == CONSTANT:
-            value = f'T.Select(inside[i] != 0, {value}, T.Cast("{dtype}", border[{c}]))'
-        lines.append(f"dst[(y * W + xo * {BLOCK} + i) * {channels} + {c}] = {value}\n")
-    return f"for i in range({BLOCK}):\n" + indent("".join(lines), 4)
-
-
-# The phases' buffers (a block's values between phases; allocated a row, from TVM's workspace).
+# The LINEAR phases' buffers (a block's values between phases; allocated a row, from TVM's
+# workspace).
 _LOCALS = """\
 sxs = T.alloc_buffer(({block},), "float32", scope="local")
 sys = T.alloc_buffer(({block},), "float32", scope="local")
 ixs = T.alloc_buffer(({block},), "int32", scope="local")
 iys = T.alloc_buffer(({block},), "int32", scope="local")
-taps = T.alloc_buffer(({block},), "int32", scope="local")
 inside = T.alloc_buffer(({taps} * {block},), "int32", scope="local")
 bases = T.alloc_buffer(({block},), "int32", scope="local")
 belows = T.alloc_buffer(({block},), "int32", scope="local")
 seconds = T.alloc_buffer((2 * {block},), "int32", scope="local")
 words = T.alloc_buffer((2 * {block},), "{word}", scope="local")
 values = T.alloc_buffer(({taps} * {channels} * {block},), "float32", scope="local")
-pixels = T.alloc_buffer(({block},), "{whole}", scope="local")
 """
 
 _SOURCE = """
@@ -338,8 +281,6 @@ def {name}(
     src = T.decl_buffer((h * w * {channels},), "{dtype}", data=img.data, align=1)
     raw = T.decl_buffer((h * w * {pixel},), "uint8", data=img.data, align=1)
     dst = T.decl_buffer((H * W * {channels},), "{dtype}", data=out.data, align=1)
-    src_pixels = T.decl_buffer((h * w,), "{whole}", data=img.data, align=1)
-    dst_pixels = T.decl_buffer((H * W,), "{whole}", data=out.data, align=1)
     for y in T.parallel(H):
 {locals}        for xo in range(W // {block}):
 {blocks}
@@ -410,7 +351,7 @@ def source(dtype: str, channels: int, method: int, border: int) -> tuple[str, st
     if method == NEAREST:
         blocks, locals_ = _vector_nearest(channels, dtype, border), ""
     else:
-        for lanes, body in _phases(channels, dtype, method, border):
+        for lanes, body in _phases(channels, dtype, border):
             if lanes:
                 blocks += f"for xi in T.vectorized({BLOCK}):\n" + indent(body, 4)
             else:
@@ -421,7 +362,6 @@ def source(dtype: str, channels: int, method: int, border: int) -> tuple[str, st
         "block": BLOCK,
         "taps": len(_taps(method)),
         "word": word_type(dtype, channels) or "int32",
-        "whole": whole_pixel(dtype, channels) or "uint8",
     }
     text = _SOURCE.format(
         locals=indent(_LOCALS.format(**fields), 8) if locals_ else "",
