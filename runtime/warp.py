@@ -4,15 +4,12 @@ hand-written TIR kernel for the host CPU, with the arithmetic of gdp.ops.geometr
 
 Why by hand: as a graph, each output pixel's neighbours are gathers, which TVM's vector lanes
 load one value at a time between lane extractions and insertions: at 1080p BGR the kernel took
-38-65 ms, OpenCV 5.5 ms. Here a block of 16 output pixels computes its coordinates, positions
-and weights as vectors, then fetches its neighbours in a scalar loop into small buffers, and
-interpolates and stores as vectors again:
-- LINEAR fetches each tap row's two pixels as one pair (as one integer, where the pair is an
-  integer of at most 8 bytes), so the source must be at least 2 wide;
-- NEAREST runs the block as vectors bound by T.let, in registers (_vector_nearest): each
-  pixel one load of its channels, the block's pixels joined by a shuffle and stored as one
-  vector (the phases' buffers, which TVM allocates from its workspace, made BGR 1080p take
-  2.5-3.5 ms; 1.5 ms so, OpenCV 1.7).
+38-65 ms, OpenCV 5.5 ms. Here a block of 16 output pixels runs as vectors bound by T.let, in
+registers: its coordinates, positions and weights, its pixels fetched one load each (LINEAR: a
+tap row's two pixels as one load of 2 * channels values, so the source must be at least 2
+wide), joined by shuffles, interpolated, and stored as one vector. (An earlier form ran a block
+in phases through small buffers, which TVM allocates from its workspace; LINEAR BGR 1080p took
+5-8 ms so, 3.6 ms now, OpenCV 5.8; NEAREST 2.5-3.5 ms, 1.5 now, OpenCV 1.7.)
 AVX-512's gather instruction was tried for the fetch and measured slower than scalar loads on
 this machine's AMD Zen 4 (about 45 cycles for 16 words).
 
@@ -40,14 +37,27 @@ CHANNELS = (1, 3, 4)
 # Byte offsets into the source are int32.
 MAX_BYTES = (1 << 31) - 1
 
+
+def _lanes(value, kind: str = "T.int32") -> str:
+    """`value` in each of a block's lanes."""
+    return f"T.Broadcast({kind}({value}), {BLOCK})"
+
+
 # The source coordinate of column {x} (sx from coef[0], coef[1] and rows_x; sy from coef[2],
 # coef[3] and rows_y), clamped to [-2, size + 1]: beyond a pixel outside, every neighbour is
 # the border, and the clamp keeps the int32 conversion in range for any matrix. The product of
 # two floats is exact in double, so the double sum and one cast give an fma's result.
-_VECTOR_COORDINATE = (
-    'T.Cast("float32", T.Cast("float64", coef[{k}]) * T.Cast("float64", {x})'
-    ' + T.Cast("float64", {rows}[y] + coef[{k} + 1]))'
-)
+def _vector_coordinate(k: int, rows: str, size: str) -> str:
+    """The block's source coordinates (columns xo * BLOCK + i, `xs` in float64), clamped."""
+    n = BLOCK
+    value = (
+        f'T.Cast("float32x{n}", T.Broadcast(T.Cast("float64", coef[{k}]), {n}) * xs'
+        f' + T.Broadcast(T.Cast("float64", {rows}[y] + coef[{k} + 1]), {n}))'
+    )
+    high = f'T.Broadcast(T.Cast("float32", {size}) + T.float32(1), {n})'
+    return f"T.min(T.max({value}, {_lanes(-2, 'T.float32')}), {high})"
+
+
 _SCALAR_COORDINATE = (
     'T.Cast("float32", T.Cast("float64", coef[{k}]) * T.Cast("float64", {x})'
     ' + T.Cast("float64", {rows}[y])) + coef[{k} + 1]'
@@ -129,134 +139,6 @@ def _direct(x: str, coordinate: str, channels: int, dtype: str, method: int, bor
     return inline(_position(x, coordinate, method) + _store(x, channels, dtype, method, tap_value))
 
 
-# A LINEAR block of BLOCK columns runs in phases, each writing small buffers the next reads: the
-# coordinates; their rounding (and the weights); the taps' pixel indices and whether each is
-# inside (all over vector lanes); the fetch of each tap's pixel (a scalar loop); then the
-# channels, interpolated and stored (vector lanes). Phases rather than one expression: TVM 0.27's
-# vectorizer takes no let-bound names (see gdp.runtime.canny.inline), and inlined into one
-# expression the coordinate was computed again for every use (measured: 20 ms at 1080p gray).
-_PHASE_COORDINATES = """\
-sxs[xi] = T.min(T.max({sx}, T.float32(-2)), T.Cast("float32", w) + T.float32(1))
-sys[xi] = T.min(T.max({sy}, T.float32(-2)), T.Cast("float32", h) + T.float32(1))
-"""
-_PHASE_ROUNDED = """\
-ixs[xi] = T.Cast("int32", T.floor(sxs[xi]))
-iys[xi] = T.Cast("int32", T.floor(sys[xi]))
-sxs[xi] = sxs[xi] - T.floor(sxs[xi])
-sys[xi] = sys[xi] - T.floor(sys[xi])
-"""
-_PHASE_INSIDE = """\
-inside[{t} * {block} + xi] = T.Select(
-    ixs[xi] + {dx} >= 0 and ixs[xi] + {dx} < w and iys[xi] + {dy} >= 0 and iys[xi] + {dy} < h,
-    T.int32(-1),
-    T.int32(0),
-)
-"""
-
-
-# A LINEAR tap row's two pixels are fetched together, from the pair's first pixel `bases`
-# (elements) at column clamp(ix, 0, w - 2), so both lie in the image whatever ix is (w >= 2);
-# `belows` steps to the second row (0 at the last one); `seconds` says, for the left and the right
-# tap, whether it is the pair's second pixel.
-_PHASE_PAIRS = """\
-bases[xi] = (
-    T.min(T.max(iys[xi], 0), h - 1) * w + T.max(T.min(ixs[xi], w - 2), 0)
-) * {channels}
-belows[xi] = (
-    T.min(T.max(iys[xi] + 1, 0), h - 1) - T.min(T.max(iys[xi], 0), h - 1)
-) * w * {channels}
-seconds[xi] = T.min(T.max(ixs[xi], 0), w - 1) - T.max(T.min(ixs[xi], w - 2), 0)
-seconds[{block} + xi] = T.min(T.max(ixs[xi] + 1, 0), w - 1) - T.max(T.min(ixs[xi], w - 2), 0)
-"""
-
-
-def word_type(dtype: str, channels: int) -> str | None:
-    """The integer a LINEAR tap row's pixel pair is fetched as (its bytes, the first pixel
-    lowest), or None where the pair's channels are fetched one by one as float32 (float32,
-    or a pair over 8 bytes)."""
-    pair = 2 * channels * np.dtype(dtype).itemsize
-    if dtype == "float32" or pair > 8:
-        return None
-    return "int32" if pair <= 4 else "int64"
-
-
-def _fetch_pairs(channels: int, dtype: str) -> str:
-    """Lane i's fetch of its two tap rows' pixel pairs: as words, or channel by channel."""
-    itemsize = np.dtype(dtype).itemsize
-    word = word_type(dtype, channels)
-    lines = []
-    for row, start in enumerate(("bases[i]", "bases[i] + belows[i]")):
-        if word is not None:
-            parts = [
-                f'T.shift_left(T.Cast("{word}", raw[({start}) * {itemsize} + {b}]),'
-                f" T.{word}({8 * b}))"
-                for b in range(2 * channels * itemsize)
-            ]
-            lines.append(f"words[{row} * {BLOCK} + i] = " + " | ".join(parts) + "\n")
-            continue
-        for second in range(2):
-            for c in range(channels):
-                at = f"(({row} * 2 + {second}) * {channels} + {c}) * {BLOCK} + i"
-                element = f"src[{start} + {second * channels + c}]"
-                lines.append(f'values[{at}] = T.Cast("float32", {element})\n')
-    return f"for i in range({BLOCK}):\n" + indent("".join(lines), 4)
-
-
-def _pair_value(t: int, c: int, channels: int, dtype: str) -> str:
-    """Tap t's (row t // 2, left or right t % 2) float32 value of channel c, from its pair."""
-    row, side = divmod(t, 2)
-    second = f"seconds[{side} * {BLOCK} + xi]"
-    word = word_type(dtype, channels)
-    if word is None:
-        first_at = f"(({row} * 2) * {channels} + {c}) * {BLOCK} + xi"
-        second_at = f"(({row} * 2 + 1) * {channels} + {c}) * {BLOCK} + xi"
-        return f"T.Select({second} != 0, values[{second_at}], values[{first_at}])"
-    itemsize = np.dtype(dtype).itemsize
-    shift = f'T.Cast("{word}", {second} * {8 * channels * itemsize} + {8 * c * itemsize})'
-    mask = f"T.{word}({(1 << (8 * itemsize)) - 1})"
-    return f'T.Cast("float32", T.shift_right(words[{row} * {BLOCK} + xi], {shift}) & {mask})'
-
-
-def _phases(channels: int, dtype: str, border: int) -> list[tuple[bool, str]]:
-    """The phases of a LINEAR block at columns xo * BLOCK + xi: (over vector lanes, body)."""
-    x = f"(xo * {BLOCK} + xi)"
-    taps = _taps(LINEAR)
-    coordinates = _PHASE_COORDINATES.format(
-        sx=_VECTOR_COORDINATE.format(k=0, x=x, rows="rows_x"),
-        sy=_VECTOR_COORDINATE.format(k=2, x=x, rows="rows_y"),
-    )
-    positions = _PHASE_PAIRS.format(channels=channels, block=BLOCK)
-    if border == CONSTANT:
-        for t, (dy, dx) in enumerate(taps):
-            positions += _PHASE_INSIDE.format(t=t, dx=dx, dy=dy, block=BLOCK)
-    phases = [(True, coordinates), (True, _PHASE_ROUNDED), (True, positions)]
-    prelude = "fx = sxs[xi]\nfy = sys[xi]\n"
-    for t in range(len(taps)):
-        if border == CONSTANT:
-            prelude += f"in{t} = inside[{t} * {BLOCK} + xi] != 0\n"
-
-    def tap_value(t: int, c: int) -> str:
-        return _bordered(t, c, _pair_value(t, c, channels, dtype), border)
-
-    interpolated = inline(prelude + _store(x, channels, dtype, LINEAR, tap_value))
-    return [*phases, (False, _fetch_pairs(channels, dtype)), (True, interpolated)]
-
-
-# The LINEAR phases' buffers (a block's values between phases; allocated a row, from TVM's
-# workspace).
-_LOCALS = """\
-sxs = T.alloc_buffer(({block},), "float32", scope="local")
-sys = T.alloc_buffer(({block},), "float32", scope="local")
-ixs = T.alloc_buffer(({block},), "int32", scope="local")
-iys = T.alloc_buffer(({block},), "int32", scope="local")
-inside = T.alloc_buffer(({taps} * {block},), "int32", scope="local")
-bases = T.alloc_buffer(({block},), "int32", scope="local")
-belows = T.alloc_buffer(({block},), "int32", scope="local")
-seconds = T.alloc_buffer((2 * {block},), "int32", scope="local")
-words = T.alloc_buffer((2 * {block},), "{word}", scope="local")
-values = T.alloc_buffer(({taps} * {channels} * {block},), "float32", scope="local")
-"""
-
 _SOURCE = """
 @T.prim_func
 def {name}(
@@ -279,10 +161,9 @@ def {name}(
     coef = T.match_buffer(coef_handle, (4,), "float32", align=4)
     border = T.match_buffer(border_handle, ({channels},), "float32", align=4)
     src = T.decl_buffer((h * w * {channels},), "{dtype}", data=img.data, align=1)
-    raw = T.decl_buffer((h * w * {pixel},), "uint8", data=img.data, align=1)
     dst = T.decl_buffer((H * W * {channels},), "{dtype}", data=out.data, align=1)
     for y in T.parallel(H):
-{locals}        for xo in range(W // {block}):
+        for xo in range(W // {block}):
 {blocks}
         for x in range(W // {block} * {block}, W):
 {tail}
@@ -295,20 +176,7 @@ def _vector_nearest(channels: int, dtype: str, border: int) -> str:
     pixels fetched as one load of `channels` values each, joined by a shuffle; the border put
     in; one store."""
     n, c = BLOCK, channels
-
-    def lanes(value: str, kind: str) -> str:
-        return f"T.Broadcast({kind}({value}), {n})"
-
-    def coordinate(k: int, rows: str, size: str) -> str:
-        # _VECTOR_COORDINATE over the block's columns: the product exact in float64, one sum
-        value = (
-            f'T.Cast("float32x{n}", T.Broadcast(T.Cast("float64", coef[{k}]), {n}) * xs'
-            f' + T.Broadcast(T.Cast("float64", {rows}[y] + coef[{k} + 1]), {n}))'
-        )
-        low = lanes("-2", "T.float32")
-        high = f'T.Broadcast(T.Cast("float32", {size}) + T.float32(1), {n})'
-        return f"T.min(T.max({value}, {low}), {high})"
-
+    lanes, coordinate = _lanes, _vector_coordinate
     zero, w1, h1 = lanes("0", "T.int32"), f"T.Broadcast(w - 1, {n})", f"T.Broadcast(h - 1, {n})"
     lines = [
         f'xs: T.let = T.Cast("float64x{n}", T.Ramp(xo * {n}, 1, {n}))',
@@ -342,35 +210,92 @@ def _vector_nearest(channels: int, dtype: str, border: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _vector_linear(channels: int, dtype: str, border: int) -> str:
+    """A bilinear block of BLOCK columns as vectors bound by T.let (in registers): the
+    coordinates, floors and fractions; each
+    tap row's pixel pair at column clamp(ix, 0, w - 2) (one load of 2 * channels values a
+    pixel, joined by a shuffle) and which of the pair each tap is; the border; the
+    interpolation; one store."""
+    n, c = BLOCK, channels
+    lanes, coordinate = _lanes, _vector_coordinate
+
+    def clamp(value: str, top: str) -> str:
+        return f"T.min(T.max({value}, {lanes(0)}), T.Broadcast({top}, {n}))"
+
+    w_, h_ = f"T.Broadcast(w, {n})", f"T.Broadcast(h, {n})"
+    pair = f"T.max(T.min(ix, T.Broadcast(w - 2, {n})), {lanes(0)})"
+    lines = [
+        f'xs: T.let = T.Cast("float64x{n}", T.Ramp(xo * {n}, 1, {n}))',
+        f"sx: T.let = {coordinate(0, 'rows_x', 'w')}",
+        f"sy: T.let = {coordinate(2, 'rows_y', 'h')}",
+        f'ix: T.let = T.Cast("int32x{n}", T.floor(sx))',
+        f'iy: T.let = T.Cast("int32x{n}", T.floor(sy))',
+        "fx: T.let = sx - T.floor(sx)",
+        "fy: T.let = sy - T.floor(sy)",
+        f"base: T.let = ({clamp('iy', 'h - 1')} * {w_} + {pair}) * {lanes(c)}",
+        f"below: T.let = ({clamp(f'iy + {lanes(1)}', 'h - 1')} - {clamp('iy', 'h - 1')})"
+        f" * T.Broadcast(w * {c}, {n})",
+        f"second0: T.let = {clamp('ix', 'w - 1')} - {pair}",
+        f"second1: T.let = {clamp(f'ix + {lanes(1)}', 'w - 1')} - {pair}",
+    ]
+    for row in range(2):
+        start = "T.Shuffle([base], [{i}])" + (" + T.Shuffle([below], [{i}])" if row else "")
+        loads = ", ".join(f"src[T.Ramp({start.format(i=i)}, 1, {2 * c})]" for i in range(n))
+        lines.append(
+            f"row{row}: T.let = T.Shuffle([{loads}], [{', '.join(map(str, range(2 * c * n)))}])"
+        )
+    if border == CONSTANT:
+        for t, (dy, dx) in enumerate(_taps(LINEAR)):
+            x_, y_ = f"ix + {lanes(dx)}", f"iy + {lanes(dy)}"
+            lines.append(
+                f"in{t}: T.let = ({x_} >= {lanes(0)}) & ({x_} < {w_})"
+                f" & ({y_} >= {lanes(0)}) & ({y_} < {h_})"
+            )
+    f32 = f"float32x{n}"
+    planes = []
+    for k in range(c):
+        for row in range(2):
+            first = ", ".join(str(i * 2 * c + k) for i in range(n))
+            second = ", ".join(str(i * 2 * c + c + k) for i in range(n))
+            for side in range(2):
+                value = (
+                    f"T.Select(second{side} != {lanes(0)},"
+                    f' T.Cast("{f32}", T.Shuffle([row{row}], [{second}])),'
+                    f' T.Cast("{f32}", T.Shuffle([row{row}], [{first}])))'
+                )
+                if border == CONSTANT:
+                    fill = f"T.Broadcast(border[{k}], {n})"
+                    value = f"T.Select(in{row * 2 + side}, {value}, {fill})"
+                lines.append(f"p{row}{side}_{k}: T.let = {value}")
+        lines.append(f"v0_{k}: T.let = p00_{k} + fx * (p01_{k} - p00_{k})")
+        lines.append(f"v1_{k}: T.let = p10_{k} + fx * (p11_{k} - p10_{k})")
+        value = f"v0_{k} + fy * (v1_{k} - v0_{k})"
+        if dtype != "float32":
+            top = float(np.iinfo(dtype).max)
+            low, high = lanes(0, "T.float32"), lanes(top, "T.float32")
+            value = f"T.min(T.max(T.round({value}), {low}), {high})"
+        planes.append(f'T.Cast("{dtype}x{n}", {value})')
+    order = ", ".join(str(k * n + i) for i in range(n) for k in range(c))
+    joined = planes[0] if c == 1 else f"T.Shuffle([{', '.join(planes)}], [{order}])"
+    lines.append(f"dst[T.Ramp((y * W + xo * {n}) * {c}, 1, {n * c})] = {joined}")
+    return "\n".join(lines) + "\n"
+
+
 @functools.cache
 def source(dtype: str, channels: int, method: int, border: int) -> tuple[str, str]:
     """(name, TVMScript) of the kernel for this dtype, channel count, method and border."""
     name = f"warp_affine_{dtype}_c{channels}_{'nearest' if method == NEAREST else 'linear'}"
     name += f"_{'constant' if border == CONSTANT else 'replicate'}"
-    blocks, locals_ = "", _LOCALS
-    if method == NEAREST:
-        blocks, locals_ = _vector_nearest(channels, dtype, border), ""
-    else:
-        for lanes, body in _phases(channels, dtype, border):
-            if lanes:
-                blocks += f"for xi in T.vectorized({BLOCK}):\n" + indent(body, 4)
-            else:
-                blocks += body
+    vector = _vector_nearest if method == NEAREST else _vector_linear
+    blocks = vector(channels, dtype, border)
     tail = _direct("x", _SCALAR_COORDINATE, channels, dtype, method, border)
-    fields = {
-        "channels": channels,
-        "block": BLOCK,
-        "taps": len(_taps(method)),
-        "word": word_type(dtype, channels) or "int32",
-    }
     text = _SOURCE.format(
-        locals=indent(_LOCALS.format(**fields), 8) if locals_ else "",
         name=name,
         dtype=dtype,
-        pixel=channels * np.dtype(dtype).itemsize,
+        channels=channels,
+        block=BLOCK,
         blocks=indent(blocks, 12),
         tail=indent(tail, 12),
-        **fields,
     )
     return name, text
 
