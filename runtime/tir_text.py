@@ -1,5 +1,11 @@
 """Helpers for gdp.runtime's hand-written kernels: TVMScript text built from pieces, and arrays
-as their error messages name them."""
+as their error messages name them.
+
+Names in TVM 0.27's TVMScript: `name = value` declares a mutable local, which TVM allocates
+(inside a parallel loop, from its workspace, at every step: a 5x5 median ran 10x slower so);
+`name: T.let = value` binds an immutable value (a LetStmt: a register). The kernels written as
+explicit vectors (color, resize, median, warp) bind with T.let; those written over
+T.vectorized loops substitute their names instead (`inline`)."""
 
 from __future__ import annotations
 
