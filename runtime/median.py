@@ -10,8 +10,10 @@ and read back as whole planes.
 How: output rows in strips. A row's interior (the values whose window lies in the image's
 columns) runs 64 values a step, each window value one unaligned vector load of its row (the
 rows clamped into the image), the network in registers, the last step ending at the interior's
-end (overlapping the one before: the same values again); the row's first and last ksize // 2
-pixels (all of a row narrower than a step) run value by value with their columns clamped.
+end (overlapping the one before: the same values again). The row's first and last 64 values
+(all of a row of up to 64) run the same network over a padded copy of their window's rows, the
+edge repeated, in a per-strip scratch. (A scalar network for the border values, with the
+columns clamped in each load, took LLVM and TVM 30-120 s to compile.)
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import numpy as np
 from gdp.errors import InputError
 from gdp.ops.sorting_network import median_window
 from gdp.runtime.tir_text import describe, indent
+from gdp.runtime.workspace import scratch
 
 LANES = 64
 KSIZES = (3, 5)
@@ -33,17 +36,26 @@ MAX_VALUES = (1 << 31) - 1
 
 _KERNEL = """
 @T.prim_func
-def {name}(img_handle: T.handle, out_handle: T.handle, h: T.int32, wc: T.int32, strips: T.int32):
+def {name}(
+    img_handle: T.handle,
+    out_handle: T.handle,
+    pad_handle: T.handle,
+    h: T.int32,
+    wc: T.int32,
+    strips: T.int32,
+):
     T.func_attr({{"global_symbol": "{name}", "tir.noalias": True}})
     size = T.int32()
+    pad_size = T.int32()
     img = T.match_buffer(img_handle, (size,), "uint8", align=1)
     out = T.match_buffer(out_handle, (size,), "uint8", align=1)
+    pad = T.match_buffer(pad_handle, (pad_size,), "uint8", align=1)
     for s in T.parallel(strips):
         for y in range(h * s // strips, h * (s + 1) // strips):
-            for k in range(T.Select(wc - {edge2} >= {lanes}, (wc - {edge2} - 1) // {lanes} + 1, 0)):
-{vector}
-            for t in range(T.Select(wc - {edge2} >= {lanes}, T.min({edge2}, wc), wc)):
-{scalar}
+            for k in range(T.Select(wc >= {edge2} + {lanes}, (wc - {edge2} - 1) // {lanes} + 1, 0)):
+{interior}
+            for end in range(T.Select(wc > {lanes}, 2, 1)):
+{ends}
 """
 
 
@@ -78,29 +90,59 @@ def source(ksize: int, channels: int) -> tuple[str, str]:
     wire = median_window(ksize)
     edge = r * c  # a row's first and last values whose window leaves the row
 
-    def vector_load(k: int) -> str:
+    width = LANES + 2 * edge  # a padded end's row
+
+    def interior_load(k: int) -> str:
         dy, dx = divmod(k, ksize)
         return f"img[T.Ramp({_row(dy, r)} + e + {(dx - r) * c}, 1, {LANES})]"
 
-    def scalar_load(k: int) -> str:
-        dy, dx = divmod(k, ksize)
-        column = f"T.min(T.max(j // {c} + {dx - r}, 0), wc // {c} - 1) * {c} + j % {c}"
-        return f"img[{_row(dy, r)} + {column}]"
+    rows = ksize + 1  # a strip's padded rows, then its 64 results
 
+    def padded_load(k: int) -> str:
+        dy, dx = divmod(k, ksize)
+        return f"pad[T.Ramp((s * {rows} + {dy}) * {width} + {dx * c}, 1, {LANES})]"
+
+    # The interior: values [edge, wc - edge) (their windows lie in the row), 64 a step, the
+    # last step ending at wc - edge.
     start = f"e: T.let = {edge} + T.min(k * {LANES}, wc - {2 * edge} - {LANES})"
-    vector = [start, *_lines(wire, vector_load), f"out[T.Ramp(y * wc + e, 1, {LANES})] = median"]
-    # the border values t: [0, edge) then [wc - edge, wc); the whole row under a step
-    where = (
-        f"j: T.let = T.Select(wc - {2 * edge} >= {LANES} and t >= {edge}, wc - {2 * edge} + t, t)"
-    )
-    scalar = [where, *_lines(wire, scalar_load), "out[y * wc + j] = median"]
+    interior = [start, *_lines(wire, interior_load)]
+    interior.append(f"out[T.Ramp(y * wc + e, 1, {LANES})] = median")
+    # The ends: the row's first 64 values (all of a row of up to 64), then its last 64, each
+    # from a padded copy of the window's rows (the edge repeated), stored as far as the row goes.
+    first = f"T.Select(end == 0, 0, wc - {LANES})"
+    element = f"{first} + q - {edge}"
+    pixel = f"T.min(T.max(T.floordiv({element}, {c}), 0), wc // {c} - 1)"
+    base = f"(s * {rows} + dy) * {width}"
+    row = f"T.min(T.max(y + dy - {r}, 0), h - 1) * wc"
+    last = f"{row} + wc - {LANES + edge}"  # the right end's copy
+    ends = [
+        f"for dy in range({ksize}):",
+        f"    if wc >= {LANES + edge}:  # a vector's copy, the edge repeated at the image's end",
+        "        if end == 0:",
+        f"            pad[T.Ramp({base} + {edge}, 1, {LANES})] = img[T.Ramp({row}, 1, {LANES})]",
+        f"            for q in range({edge}):",
+        f"                pad[{base} + {edge + LANES} + q] = img[{row} + {LANES} + q]",
+        f"                pad[{base} + q] = img[{row} + q % {c}]",
+        "        else:",
+        f"            pad[T.Ramp({base}, 1, {LANES})] = img[T.Ramp({last}, 1, {LANES})]",
+        f"            for q in range({edge}):",
+        f"                pad[{base} + {LANES} + q] = img[{row} + wc - {edge} + q]",
+        f"                pad[{base} + {LANES + edge} + q] = img[{row} + wc - {c} + q % {c}]",
+        "    else:  # a narrow row: each value's column clamped",
+        f"        for q in range({width}):",
+        f"            pad[{base} + q] = img[{row} + {pixel} * {c} + T.floormod({element}, {c})]",
+        *_lines(wire, padded_load),
+        f"pad[T.Ramp((s * {rows} + {ksize}) * {width}, 1, {LANES})] = median",
+        f"for q in range(T.min(wc, {LANES})):",
+        f"    out[y * wc + {first} + q] = pad[(s * {rows} + {ksize}) * {width} + q]",
+    ]
     name = f"median{ksize}_u8_c{c}"
     text = _KERNEL.format(
         name=name,
         lanes=LANES,
         edge2=2 * edge,
-        vector=indent("\n".join(vector) + "\n", 16),
-        scalar=indent("\n".join(scalar) + "\n", 16),
+        interior=indent("\n".join(interior) + "\n", 16),
+        ends=indent("\n".join(ends) + "\n", 16),
     )
     return name, text
 
@@ -127,5 +169,7 @@ def median_blur(image: np.ndarray, ksize: int) -> np.ndarray:
     name, text = source(ksize, channels)
     strips = max(1, min(MAX_STRIPS, h, image.size // STRIP_VALUES))
     flat = np.ascontiguousarray(image).reshape(-1)
-    run_host_kernel(name, text, flat, out.reshape(-1), h, wc, strips)
+    width = LANES + 2 * (ksize // 2) * channels
+    pad = scratch("median_pad", strips * (ksize + 1) * width, np.uint8)
+    run_host_kernel(name, text, flat, out.reshape(-1), pad, h, wc, strips)
     return out
