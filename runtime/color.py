@@ -251,14 +251,19 @@ def _times(levels: str, factor: float, table: str, avx512: bool) -> str:
     if not avx512:
         return f"{table}[{levels}]"
     values = f'T.Cast("float32x{LANES}", {levels})'
-    parts = []
-    for j in range(0, LANES, 16):
-        lanes = ", ".join(str(j + i) for i in range(16))
-        parts.append(
+    return _by_sixteen(
+        lambda lanes: (
             'T.call_llvm_pure_intrin("float32x16", "llvm.x86.avx512.mul.ps.512",'
             f" T.Shuffle([{values}], [{lanes}]),"
             f" T.Broadcast(T.float32({float(np.float32(factor))!r}), 16), T.int32(8))"
         )
+    )
+
+
+def _by_sixteen(call) -> str:
+    """A step's 64 lanes from four 16-lane AVX-512 intrinsics: `call(lanes)` is the one over
+    those lanes (their indices, comma-separated) of its 64-lane operands."""
+    parts = [call(", ".join(str(j + i) for i in range(16))) for j in range(0, LANES, 16)]
     return f"T.Shuffle([{', '.join(parts)}], [{', '.join(map(str, range(LANES)))}])"
 
 
@@ -304,15 +309,13 @@ def _gather(table: str, index: str, avx512: bool) -> str:
     else TVM's load (a lane at a time)."""
     if not avx512:
         return f"{table}[{index}]"
-    parts = []
-    for j in range(0, LANES, 16):
-        lanes = ", ".join(str(j + i) for i in range(16))
-        parts.append(
+    return _by_sixteen(
+        lambda lanes: (
             'T.call_llvm_pure_intrin("int32x16", "llvm.x86.avx512.gather.dpi.512",'
             f" T.Broadcast(T.int32(0), 16), T.address_of({table}[0]),"
             f" T.Shuffle([{index}], [{lanes}]), T.int16(-1), T.int32(4))"
         )
-    return f"T.Shuffle([{', '.join(parts)}], [{', '.join(map(str, range(LANES)))}])"
+    )
 
 
 def _lab(scn: int, bidx: int, avx512: bool) -> list[str]:
