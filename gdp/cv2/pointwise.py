@@ -78,10 +78,10 @@ def threshold(src, thresh, maxval, type, dst=None):
         if kind == _cv2.THRESH_TRUNC:  # the threshold becomes maxval's role: not accelerated
             raise common.NotAccelerated("THRESH_OTSU with THRESH_TRUNC is not accelerated")
         if common.on_host(src):  # a histogram, Otsu's split on the host, a lookup
-            from gdp.runtime.lut import histogram, lookup
+            from gdp.runtime.lut import histogram
 
             value = _otsu(histogram(src))
-            out = lookup(src, _threshold_table(kind, int(value), m))
+            out = _threshold_on_host(src, kind, int(value), m)
             return value, common.finish(out, dst)
         if graph:
             return _threshold_otsu(src, kind, m)
@@ -93,11 +93,19 @@ def threshold(src, thresh, maxval, type, dst=None):
         )
         return float(value), common.finish(out, dst)
     if dtype == "uint8" and common.on_host(src):
-        from gdp.runtime.lut import lookup
-
-        return retval, common.finish(lookup(src, _threshold_table(kind, t, m)), dst)
+        return retval, common.finish(_threshold_on_host(src, kind, t, m), dst)
     values = {"thresh": t, "maxval": m}
     return retval, engine.call("threshold", _threshold, [src], {"kind": kind}, dst, values, True)
+
+
+def _threshold_on_host(src: np.ndarray, kind: int, thresh: int, maxval: int) -> np.ndarray:
+    """uint8 threshold by gdp.runtime.lut's kernels: a compare for thresholds 0-254, the table
+    lookup for -1 and 255 (every value above, none)."""
+    from gdp.runtime import lut
+
+    if 0 <= thresh <= 254:
+        return lut.threshold(src, kind, thresh, maxval)
+    return lut.lookup(src, _threshold_table(kind, thresh, maxval))
 
 
 _LEVELS = np.arange(256)

@@ -1,5 +1,6 @@
 """uint8 threshold (every kind, THRESH_OTSU too), convertScaleAbs, LUT and equalizeHist run on
-the cpu target through gdp.runtime.lut's lookup and histogram kernels: against OpenCV on real
+the cpu target through gdp.runtime.lut's lookup, threshold and histogram kernels: against
+OpenCV on real
 photos and random images, at sizes that move the kernels' strips and vectors, on views and into
 dst, on both thread counts; the kernels against NumPy, with and without AVX-512 VBMI."""
 
@@ -52,7 +53,7 @@ def _check(images=None):
     for i, image in enumerate(images):
         label = f"image {i} {image.shape}"
         for kind in KINDS:
-            for thresh, maxval in ((-5, 255), (0, 200.5), (0.5, 300), (127.9, -3), (255, 9)):
+            for thresh, maxval in ((-5, 255), (0, 200.5), (0.5, 300), (127.9, -3), (254.5, 7)):
                 got = cv2.threshold(image, thresh, maxval, kind)
                 want = real.threshold(image, thresh, maxval, kind)
                 assert got[0] == want[0], label
@@ -123,7 +124,19 @@ def test_histogram_kernel_against_numpy():
     np.testing.assert_array_equal(lut.histogram(runs), np.full(256, 4099))
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_threshold_kernel_every_value_and_threshold(kind):
+    levels = np.arange(256, dtype=np.uint8)
+    values = np.concatenate([levels, levels[::-1], levels[:37]])[None, :]  # vectors and a tail
+    for thresh in range(255):
+        for maxval in (0, 200, 255):
+            want = real.threshold(values, thresh, maxval, kind)[1]
+            np.testing.assert_array_equal(lut.threshold(values, kind, thresh, maxval), want)
+
+
 def test_kernels_refuse_what_they_do_not_take():
+    with pytest.raises(InputError, match="threshold 0-254"):
+        lut.threshold(np.zeros(5, np.uint8), 0, 255, 0)
     with pytest.raises(InputError, match="uint8"):
         lut.lookup(np.zeros(5, np.int8), np.zeros(256, np.uint8))
     with pytest.raises(InputError, match=r"\(256,\) uint8 table"):
