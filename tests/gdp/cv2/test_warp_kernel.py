@@ -86,6 +86,29 @@ def test_one_pixel_wide_linear_runs_the_program():
         warp.warp_affine(np.zeros((6, 1), np.uint8), out, coefficients, rows, rows, [0], 1, 0)
 
 
+@pytest.mark.parametrize("channels", [1, 3, 4])
+def test_nearest_on_sources_of_one_and_two_pixels(channels):
+    """3-value pixels are fetched as words, one value earlier for the image's last pixel, and
+    as 3 values from a source of one pixel: tiny sources, every border, the last pixel read."""
+    rng = np.random.default_rng(channels)
+    for h, w in ((1, 1), (1, 2), (2, 1), (3, 3)):
+        shape = (h, w, channels) if channels > 1 else (h, w)
+        image = rng.integers(0, 256, shape, np.uint8)
+        shrink = np.float64([[0.1, 0, w - 0.6], [0, 0.1, h - 0.6]])  # mostly the last pixel
+        for matrix in (real.getRotationMatrix2D((w / 2, h / 2), 33, 0.5), shrink):
+            for border in (real.BORDER_CONSTANT, real.BORDER_REPLICATE):
+                options = {
+                    "flags": real.INTER_NEAREST,
+                    "borderMode": border,
+                    "borderValue": (1, 2, 3, 4),
+                }
+                for dsize in ((w, h), (37, 19)):
+                    np.testing.assert_array_equal(
+                        cv2.warpAffine(image, matrix, dsize, **options),
+                        real.warpAffine(image, matrix, dsize, **options),
+                    )
+
+
 def test_real_photo_at_1080p():
     import skimage.data
 
