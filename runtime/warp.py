@@ -9,7 +9,7 @@ registers: its coordinates, positions and weights, its pixels fetched one load e
 tap row's two pixels as one load of 2 * channels values, so the source must be at least 2
 wide), joined by shuffles, interpolated, and stored as one vector. (An earlier form ran a block
 in phases through small buffers, which TVM allocates from its workspace; LINEAR BGR 1080p took
-5-8 ms so, 3.6 ms now, OpenCV 5.8; NEAREST 2.5-3.5 ms, 1.0 now, OpenCV 0.8-1.7.)
+5-8 ms so, 2.9 ms now, OpenCV 2.9-5.8; NEAREST 2.5-3.5 ms, 1.0 now, OpenCV 0.8-1.7.)
 AVX-512's gather instruction was tried for the fetch and measured slower than scalar loads on
 this machine's AMD Zen 4 (about 45 cycles for 16 words).
 
