@@ -36,7 +36,7 @@ import numpy as np
 
 from gdp.errors import InputError
 from gdp.ops import color_tables as tables
-from gdp.runtime.tir_text import describe
+from gdp.runtime.tir_text import describe, indent
 
 # Pixels a step.
 LANES = 64
@@ -364,7 +364,7 @@ def _lab_tensors() -> tuple:
 
 @functools.cache
 def avx512() -> bool:
-    """Whether this CPU has AVX-512 (F): its 32-bit avx512, its multiplies with a rounding mode.
+    """Whether this CPU has AVX-512 (F): its 32-bit gathers, its multiplies with a rounding mode.
     Asked once: TVM's answer costs 0.25 ms."""
     from tvm.target import codegen
 
@@ -417,7 +417,7 @@ def source(op: str, scn: int, params: tuple, avx512: bool) -> tuple[str, str, in
         lines, dcn = [_reorder(scn, order)], len(order)
     elif op == "to_lab":
         lines, dcn = _lab(scn, kw["bidx"], avx512), 3
-        gamma, cbrt, _ = _lab_tables()
+        cbrt = _lab_tables()[1]
         table_args = " gamma_handle: T.handle, cbrt_handle: T.handle,"
         table_buffers = _TABLE.format(name="gamma", size=256, dtype="int32")
         table_buffers += _TABLE.format(name="cbrt", size=cbrt.size, dtype="int32")
@@ -441,15 +441,15 @@ def _indent(text: str, spaces: int) -> str:
     """`text`'s lines indented, each `name = value` made `name: T.let = value`: a plain
     assignment is a mutable local, which TVM allocates from its workspace in a parallel loop,
     at every step (measured: a 5x5 median ran 10x slower)."""
-    lines = (re.sub(r"^([a-z_][a-z_0-9]*) = ", r"\1: T.let = ", line) for line in text.splitlines())
-    return "".join(" " * spaces + line + "\n" for line in lines)
+    return indent(re.sub(r"^([a-z_][a-z_0-9]*) = ", r"\1: T.let = ", text, flags=re.M), spaces)
 
 
 def convert(image: np.ndarray, op: str, **params) -> np.ndarray:
     """cv2.cvtColor's uint8 conversion `op` (gdp.ops.color's name and keyword arguments:
     reorder(swap, dcn), gray_to_color(dcn), to_gray/to_ycrcb/to_hsv/to_lab(bidx),
-    nv_to_rgb(bidx, uv_first_u)) of an image (h, w) or (h, w, channels), as a new uint8 array
-    (h, w) or (h, w, out channels); NV12/NV21 (h * 3 / 2, w) -> (h, w, 3)."""
+    nv_to_rgb(bidx, uv_first_u), from_hsv(bidx, simd_block)) of an image (h, w) or (h, w,
+    channels), as a new uint8 array (h, w) or (h, w, out channels); NV12/NV21 (h * 3 / 2, w)
+    -> (h, w, 3)."""
     from gdp.runtime.backends.tvm.kernels import run_host_kernel
 
     if op not in OPS:

@@ -79,8 +79,9 @@ def _lines(wire: tuple, load) -> list[str]:
     return lines
 
 
-def _row(dy: int, r: int) -> str:
-    return f"T.min(T.max(y + {dy - r}, 0), h - 1) * wc"
+def _row(dy, r: int) -> str:
+    """The offset of window row `dy` (a number or a name) of output row y, clamped."""
+    return f"T.min(T.max(y + {dy} - {r}, 0), h - 1) * wc"
 
 
 @functools.cache
@@ -89,7 +90,6 @@ def source(ksize: int, channels: int) -> tuple[str, str]:
     r, c = ksize // 2, channels
     wire = median_window(ksize)
     edge = r * c  # a row's first and last values whose window leaves the row
-
     width = LANES + 2 * edge  # a padded end's row
 
     def interior_load(k: int) -> str:
@@ -113,7 +113,7 @@ def source(ksize: int, channels: int) -> tuple[str, str]:
     element = f"{first} + q - {edge}"
     pixel = f"T.min(T.max(T.floordiv({element}, {c}), 0), wc // {c} - 1)"
     base = f"(s * {rows} + dy) * {width}"
-    row = f"T.min(T.max(y + dy - {r}, 0), h - 1) * wc"
+    row = _row("dy", r)
     last = f"{row} + wc - {LANES + edge}"  # the right end's copy
     ends = [
         f"for dy in range({ksize}):",

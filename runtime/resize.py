@@ -91,9 +91,10 @@ def _horizontal(c: int) -> str:
     xtab: each output pixel's first source pixel's byte offset in the row, then its two
     weights (three rows of `width`)."""
     slot = _SLOT.format(t="t", c=c)
-    pairs = ", ".join(
+    loads = ", ".join(
         f"img[T.Ramp({_ROW} + xtab[xo * {PIXELS} + {i}], 1, {2 * c})]" for i in range(PIXELS)
     )
+    pairs = f"T.Shuffle([{loads}], [{', '.join(map(str, range(2 * c * PIXELS)))}])"
     weight = "xtab[T.Ramp({row} * width + xo * {n}, 1, {n})]"
     w0, w1 = (weight.format(row=r, n=PIXELS) for r in (1, 2))
     sums = []
@@ -109,15 +110,13 @@ def _horizontal(c: int) -> str:
     else:
         picks = ", ".join(str(k * PIXELS + i) for i in range(PIXELS) for k in range(c))
         store = f"T.Shuffle([{', '.join(sums)}], [{picks}])"
-    store = store.replace(
-        "[pairs]", f"[T.Shuffle([{pairs}], [{', '.join(map(str, range(2 * c * PIXELS)))}])]"
-    )
     scalar = (
         f'T.Cast("int32", img[{_ROW} + xtab[x] + k]) * xtab[width + x]'
         f' + T.Cast("int32", img[{_ROW} + xtab[x] + {c} + k]) * xtab[2 * width + x]'
     )
     return (
         f"for xo in range(width // {PIXELS}):\n"
+        f"    pairs: T.let = {pairs}\n"
         f"    buf[T.Ramp({slot} + xo * {PIXELS * c}, 1, {PIXELS * c})] = {store}\n"
         f"for x in range(width // {PIXELS} * {PIXELS}, width):\n"
         f"    for k in range({c}):\n"
@@ -223,9 +222,9 @@ def _run(image: np.ndarray, plan: Plan, out: np.ndarray, blob: bool, swap_rb, ex
 
 
 def _check(image: np.ndarray, plan: Plan) -> None:
-    channels = image.shape[2] if getattr(image, "ndim", 0) == 3 else 1
     if not (isinstance(image, np.ndarray) and image.dtype == np.uint8 and image.ndim in (2, 3)):
         raise InputError(f"resize: expected a uint8 image (h, w[, c]), got {describe(image)}")
+    channels = image.shape[2] if image.ndim == 3 else 1
     if (image.shape[0], image.shape[1], channels) != (plan.h, plan.w, plan.channels):
         raise InputError(
             f"resize: the plan is for {plan.h}x{plan.w}x{plan.channels}, got {image.shape}"

@@ -93,10 +93,12 @@ def _taps(method: int) -> list[tuple[int, int]]:
     return [(0, 0)] if method == NEAREST else [(0, 0), (0, 1), (1, 0), (1, 1)]
 
 
-def _value(method: int, channel_values: list[str], dtype: str) -> str:
-    """The output value of one channel from its taps' float32 values."""
+def _value(method: int, channel_values: list[str], dtype: str, constant=None) -> str:
+    """The output value of one channel from its taps' float32 values; `constant(v)`: a float32
+    constant as the values hold it (a scalar, or a block's lanes)."""
     if method == NEAREST:
         return channel_values[0]
+    constant = constant or (lambda v: f"T.float32({v})")
     p00, p01, p10, p11 = channel_values
     v0 = f"({p00} + fx * ({p01} - {p00}))"
     v1 = f"({p10} + fx * ({p11} - {p10}))"
@@ -104,7 +106,7 @@ def _value(method: int, channel_values: list[str], dtype: str) -> str:
     if dtype == "float32":
         return out
     top = float(np.iinfo(dtype).max)
-    return f"T.min(T.max(T.round({out}), T.float32(0)), T.float32({top}))"
+    return f"T.min(T.max(T.round({out}), {constant(0.0)}), {constant(top)})"
 
 
 def _store(x: str, channels: int, dtype: str, method: int, tap_value) -> str:
@@ -248,10 +250,9 @@ def _vector_nearest(channels: int, dtype: str, border: int) -> str:
 
 def _vector_linear(channels: int, dtype: str, border: int) -> str:
     """A bilinear block of BLOCK columns as vectors bound by T.let (in registers): the
-    coordinates, floors and fractions; each
-    tap row's pixel pair at column clamp(ix, 0, w - 2) (one load of 2 * channels values a
-    pixel, joined by a shuffle) and which of the pair each tap is; the border; the
-    interpolation; one store."""
+    coordinates, floors and fractions; each tap row's pixel pair at column clamp(ix, 0, w - 2)
+    (one load of 2 * channels values a pixel, joined by a shuffle) and which of the pair each
+    tap is; the border; the interpolation (_value's); one store."""
     n, c = BLOCK, channels
     lanes, coordinate = _lanes, _vector_coordinate
 
@@ -303,13 +304,8 @@ def _vector_linear(channels: int, dtype: str, border: int) -> str:
                     fill = f"T.Broadcast(border[{k}], {n})"
                     value = f"T.Select(in{row * 2 + side}, {value}, {fill})"
                 lines.append(f"p{row}{side}_{k}: T.let = {value}")
-        lines.append(f"v0_{k}: T.let = p00_{k} + fx * (p01_{k} - p00_{k})")
-        lines.append(f"v1_{k}: T.let = p10_{k} + fx * (p11_{k} - p10_{k})")
-        value = f"v0_{k} + fy * (v1_{k} - v0_{k})"
-        if dtype != "float32":
-            top = float(np.iinfo(dtype).max)
-            low, high = lanes(0, "T.float32"), lanes(top, "T.float32")
-            value = f"T.min(T.max(T.round({value}), {low}), {high})"
+        taps = [f"p{row}{side}_{k}" for row in range(2) for side in range(2)]
+        value = _value(LINEAR, taps, dtype, lambda v: lanes(v, "T.float32"))
         planes.append(f'T.Cast("{dtype}x{n}", {value})')
     order = ", ".join(str(k * n + i) for i in range(n) for k in range(c))
     joined = planes[0] if c == 1 else f"T.Shuffle([{', '.join(planes)}], [{order}])"
