@@ -60,12 +60,14 @@ def accelerate(name: str):
     and FinalError (a call OpenCV would crash on) are raised as they are."""
 
     def register(fn: Callable) -> Callable:
+        opencv = _opencv_function(name)
+
         @functools.wraps(fn)
         def accelerated(*args, **kwargs):
             if _running.get():  # inside another gdp.cv2 call: that call falls through
                 return fn(*args, **kwargs)
             if dispatch.runs_opencv(name, args, kwargs):  # calibrated: OpenCV is faster here
-                return _opencv_function(name)(*args, **kwargs)
+                return opencv(*args, **kwargs)
             token = _running.set(True)
             try:
                 return fn(*args, **kwargs)

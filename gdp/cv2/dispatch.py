@@ -47,6 +47,7 @@ VARIANTS: dict[str, tuple[int, str, Any]] = {
 _lock = threading.Lock()
 _UNSET = object()
 _table: Any = _UNSET  # the active table's entries, None for none, _UNSET before the first look
+_slower: Any = _UNSET  # _slower_classes(_table)
 
 
 def size_class(height: int, width: int) -> str:
@@ -124,7 +125,7 @@ def set_dispatch(table: dict | str | Path | None = "auto") -> None:
     --cv2` stored for this machine, if any; a dict (as gdp.cv2.calibration.calibrate returns)
     or the path of a stored one applies as given, wherever it was measured; None runs every
     accelerated call through gdp."""
-    global _table
+    global _table, _slower
     if table is None:
         entries = None
     elif isinstance(table, str) and table == "auto":
@@ -135,6 +136,18 @@ def set_dispatch(table: dict | str | Path | None = "auto") -> None:
         entries = validate(table)
     with _lock:
         _table = entries
+        _slower = _UNSET if entries is _UNSET else _slower_classes(entries)
+
+
+def _slower_classes(entries: dict | None) -> dict[str, frozenset[str]]:
+    """{key: the size classes where gdp's time is above OpenCV's}, for the keys with any: what
+    an eager call asks of the table, looked up once per call."""
+    out = {}
+    for key, per_class in (entries or {}).items():
+        classes = frozenset(c for c, t in per_class.items() if t["gdp_ms"] > t["opencv_ms"])
+        if classes:
+            out[key] = classes
+    return out
 
 
 def _stored() -> dict | None:
@@ -150,37 +163,58 @@ def _stored() -> dict | None:
 
 
 def _active() -> dict | None:
-    global _table
+    global _table, _slower
     if _table is _UNSET:
         with _lock:
             if _table is _UNSET:
                 _table = _stored()
+                _slower = _slower_classes(_table)
     return _table
 
 
+# The environment as CPython keeps it behind os.environ on POSIX (bytes to bytes, updated by
+# every os.environ assignment): one dict lookup per flag, where os.environ.get encodes the name
+# and decodes the value (~0.4 us each, on every call).
+_ENVIRON = os.environ._data if os.name == "posix" else None
+
+
 def enabled() -> bool:
+    """Dispatch not turned off (GDP_CV2_DISPATCH=0 or off) nor overridden by GDP_CV2_STRICT."""
+    if _ENVIRON is not None:
+        return _ENVIRON.get(b"GDP_CV2_STRICT") in (None, b"", b"0") and _ENVIRON.get(
+            b"GDP_CV2_DISPATCH"
+        ) not in (b"0", b"off")
     from gdp.cv2.common import strict
 
     return not strict() and os.environ.get("GDP_CV2_DISPATCH", "1") not in ("0", "off")
 
 
 def runs_opencv(name: str, args: tuple, kwargs: dict) -> bool:
-    """Whether this eager call is one the table gives to OpenCV."""
-    entries = _active()
-    if not entries:
+    """Whether this eager call is one the table gives to OpenCV. On every accelerated call:
+    kept to a few dict lookups."""
+    slower = _slower
+    if slower is _UNSET:
+        _active()
+        slower = _slower
+    if not slower:
         return False
-    per_class = entries.get(key_of(name, args, kwargs))
-    if per_class is None:
+    classes = slower.get(key_of(name, args, kwargs) if name in VARIANTS else name)
+    if classes is None:
         return False
     image = args[0] if args else kwargs.get("src", kwargs.get("image"))
     if not isinstance(image, np.ndarray) or image.ndim < 2:
         return False
-    times = per_class.get(size_class(image.shape[0], image.shape[1]))
-    if times is None or times["gdp_ms"] <= times["opencv_ms"] or not enabled():
+    if size_class(image.shape[0], image.shape[1]) not in classes or not enabled():
         return False
+    return _default_target().name == "cpu"  # the table times gdp's cpu kernels only
+
+
+def _default_target():
+    global _default_target
     from gdp.api import default_target
 
-    return default_target().name == "cpu"  # the table times gdp's cpu kernels only
+    _default_target = default_target  # imported here: gdp.api imports gdp.cv2 lazily too
+    return default_target()
 
 
 def where(names: list[str]) -> dict[str, dict[str, str]]:
