@@ -1002,23 +1002,19 @@ def Canny(image, threshold1, threshold2, edges=None, apertureSize=3, L2gradient=
             f"{image.shape[0]}x{image.shape[1]} is more than the {hysteresis.MAX_PIXELS} pixels"
             " gdp's hysteresis kernel indexes"
         )
-    if (
-        apertureSize == 3
-        and (image.ndim == 2 or image.shape[2] in canny.CHANNELS)
-        and common.on_host(image)
-    ):
-        # The 3x3 Sobel on the cpu target: one hand TIR kernel for the host to the level map
-        # (other targets run the program on their chip), flooded in place (in `edges` where it
-        # fits and is not the image: the kernel's strips read rows that others have written by
-        # then).
+    if (image.ndim == 2 or image.shape[2] in canny.CHANNELS) and common.on_host(image):
+        # On the cpu target: one hand TIR kernel for the host to the level map (other targets
+        # run the program on their chip), flooded in place (in `edges` where it fits and is not
+        # the image: the kernel's strips read rows that others have written by then).
         spare = isinstance(edges, np.ndarray) and not np.may_share_memory(edges, image)
-        levels = canny.canny_levels(image, low, high, bool(L2gradient), edges if spare else None)
+        levels = canny.canny_levels(
+            image, low, high, bool(L2gradient), edges if spare else None, int(apertureSize)
+        )
         hysteresis.flood_levels(levels)
         return levels if levels is edges else common.finish(levels, edges)
-    # One program for every gray image larger than the widest aperture; a colour image's
-    # program (apertures 5 and 7, or more than 4 channels; a reduction over the channels'
-    # stacked gradients) fails to build over run-time extents in TVM 0.27, as medianBlur's k5
-    # counting does: one per size.
+    # Other targets: one program for every gray image larger than the widest aperture; a
+    # colour image's program (a reduction over the channels' stacked gradients) fails to build
+    # over run-time extents in TVM 0.27, as medianBlur's k5 counting does: one per size.
     free = image.ndim == 2 and _fits(image, 7, 7)
     candidates, strong = engine.run(
         "Canny.prepare", _canny_prepare, [image], params, outputs=2, values=values, free=free

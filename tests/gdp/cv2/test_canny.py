@@ -59,7 +59,7 @@ def _assert_same(got: np.ndarray, want: np.ndarray, what: str) -> None:
 THRESHOLDS = {3: (50, 150), 5: (200, 600), 7: (1500, 4500)}
 
 
-# Each (aperture, L2) compiles a program of its own (5-15 s).
+# Each (aperture, L2) compiles a kernel of its own (2-5 s).
 @pytest.mark.parametrize(
     "aperture, l2",
     [
@@ -68,7 +68,7 @@ THRESHOLDS = {3: (50, 150), 5: (200, 600), 7: (1500, 4500)}
         (5, False),
         pytest.param(5, True, marks=pytest.mark.slow),
         pytest.param(7, False, marks=pytest.mark.slow),
-        pytest.param(7, True, marks=pytest.mark.slow),
+        (7, True),
     ],
 )
 def test_photos_and_noise_every_aperture(gray_photos, aperture, l2):
@@ -182,12 +182,14 @@ def _check_gray_kernel(shapes) -> None:
 
 def test_gray_kernels_direction_tests_are_canny_cpps():
     """gdp.runtime.canny's 16-bit direction tests against canny.cpp's 32-bit ones, for every
-    |dx|, |dy| a 3x3 Sobel of uint8 gives."""
-    ax = np.arange(1021, dtype=np.int64)[:, None]
-    ay = np.arange(1021, dtype=np.int64)[None, :]
-    k = (ax * 27146) >> 16
-    np.testing.assert_array_equal(ay * 32768 < ax * 13573, (ay <= k) & (ax != 0))
-    np.testing.assert_array_equal(ay * 32768 > ax * 13573 + ax * 65536, ay > 2 * ax + k)
+    |dx|, |dy| a Sobel of uint8 gives (up to 12240, aperture 5's; 7's are scaled to 10200)."""
+    ay = np.arange(12241, dtype=np.int64)[None, :]
+    for first in range(0, 12241, 1024):
+        ax = np.arange(first, min(first + 1024, 12241), dtype=np.int64)[:, None]
+        k = (ax * 27146) >> 16
+        np.testing.assert_array_equal(ay * 32768 < ax * 13573, (ay <= k) & (ax != 0))
+        np.testing.assert_array_equal(ay * 32768 > ax * 13573 + ax * 65536, ay > 2 * ax + k)
+        assert (2 * ax + k).max() < 32768  # the 16-bit sum does not wrap
 
 
 def test_gray_kernel_at_sizes_that_move_its_strips_and_vectors():
@@ -233,6 +235,50 @@ def test_colour_kernel_on_one_thread():
         f"""
         from tests.gdp.cv2.test_canny import _check_colour_kernel
         _check_colour_kernel({STRIP_SHAPES[:9]!r})
+        """
+    )
+
+
+# -- apertures 5 and 7: column sums, then row sums, over the same strips ------------------------
+
+
+def _check_large_apertures(shapes, cases) -> None:
+    """Gray and interleaved images at `shapes` for each (aperture, L2, channels) of `cases`:
+    rows narrower than the aperture (whose pads repeat one pixel), the strips' first and last
+    rows (their source rows clamped), thresholds in each aperture's units and swapped."""
+    photo = skimage.data.coffee()
+    for aperture, l2, channels in cases:
+        low, high = THRESHOLDS[aperture]
+        for h, w in shapes:
+            rgb = real.resize(photo, (w, h), interpolation=real.INTER_AREA).reshape(h, w, 3)
+            noise = _random((h, w * 4), seed=h * 1000 + w).reshape(h, w, 4)
+            image = {1: rgb[:, :, 1].copy(), 3: rgb, 2: noise[..., :2].copy(), 4: noise}[channels]
+            for t1, t2 in ((low, high), (high, low / 2), (1, 2)):
+                want = real.Canny(image, t1, t2, apertureSize=aperture, L2gradient=l2)
+                got = cv2.Canny(image, t1, t2, apertureSize=aperture, L2gradient=l2)
+                what = f"{h}x{w}x{channels} aperture {aperture} L2={l2} {t1}/{t2}"
+                _assert_same(got, want, what)
+
+
+LARGE_APERTURE_SHAPES = [(1, 1), (2, 3), (5, 2), (7, 6), *STRIP_SHAPES[5:]]
+
+
+def test_large_apertures_at_sizes_that_move_strips_vectors_and_pads():
+    cases = [(5, False, 1), (5, False, 3), (7, True, 1), (7, True, 4)]
+    _check_large_apertures(LARGE_APERTURE_SHAPES, cases)
+
+
+@pytest.mark.slow
+def test_large_apertures_every_kernel():
+    cases = [(a, l2, c) for a in (5, 7) for l2 in (False, True) for c in (1, 2, 3, 4)]
+    _check_large_apertures(LARGE_APERTURE_SHAPES, cases)
+
+
+def test_large_apertures_on_one_thread():
+    run_on_one_thread(
+        f"""
+        from tests.gdp.cv2.test_canny import _check_large_apertures
+        _check_large_apertures({LARGE_APERTURE_SHAPES[:8]!r}, [(5, False, 3), (7, True, 1)])
         """
     )
 
@@ -442,3 +488,11 @@ def test_a_later_process_loads_the_kernel_without_compiling(tmp_path, monkeypatc
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == str(want.tolist())
+
+
+def test_the_kernel_refuses_an_aperture_it_is_not_made_for():
+    from gdp.errors import InputError
+    from gdp.runtime import canny
+
+    with pytest.raises(InputError, match=r"aperture of \(3, 5, 7\), got 9"):
+        canny.canny_levels(_random((8, 8)), 10, 20, False, aperture=9)

@@ -97,8 +97,8 @@ CASES = {
         U8,
     ),
     "erode ellipse 21 u8 smaller than kernel": (lambda m, x: m.erode(x, ELLIPSE_21), SMALL),
-    # Colour Canny's program (the largest channel magnitude as a reduction; aperture 3 runs
-    # gdp.runtime.canny's kernel): ties between channels (a gray image in two of them).
+    # Colour Canny with the 5x5 Sobel (gdp.runtime.canny's column and row sums): ties between
+    # channels (a gray image in two of them).
     "Canny colour with channel ties": (
         lambda m, x: m.Canny(
             np.dstack([x[..., 0], x[..., 0], x[..., 1]]), 240, 720, apertureSize=5
