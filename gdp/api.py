@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from gdp import environ
 from gdp.errors import GdpError, InputError, OutputBufferError, TargetError
 from gdp.frontend import convert, from_onnx
 from gdp.frontend.verify import Verification
@@ -80,7 +81,7 @@ def set_target(target: str | Target | None) -> None:
 
 
 def default_target() -> Target:
-    return _default_target or get_target(os.environ.get("GDP_TARGET") or "cpu")
+    return _default_target or get_target(environ.get("GDP_TARGET") or "cpu")
 
 
 def run_async(

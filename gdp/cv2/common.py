@@ -4,7 +4,6 @@ fallthrough to OpenCV itself for what gdp does not accelerate."""
 from __future__ import annotations
 
 import functools
-import os
 from collections import Counter
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -12,6 +11,7 @@ from contextvars import ContextVar
 import cv2 as _cv2
 import numpy as np
 
+from gdp import environ
 from gdp.cv2 import dispatch
 from gdp.errors import GdpError
 
@@ -23,7 +23,7 @@ class FallthroughError(GdpError):
 
 
 def strict() -> bool:
-    return os.environ.get("GDP_CV2_STRICT", "") not in ("", "0")
+    return environ.flag("GDP_CV2_STRICT")
 
 
 class NotAccelerated(Exception):

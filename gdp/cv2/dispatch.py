@@ -24,6 +24,8 @@ from typing import Any
 import cv2 as _cv2
 import numpy as np
 
+from gdp import environ
+
 # Size classes by pixel count: an image belongs to the first whose reference size holds at least
 # as many pixels (the reference sizes are what calibration times).
 SIZE_CLASSES: tuple[tuple[str, int, int], ...] = (
@@ -172,21 +174,12 @@ def _active() -> dict | None:
     return _table
 
 
-# The environment as CPython keeps it behind os.environ on POSIX (bytes to bytes, updated by
-# every os.environ assignment): one dict lookup per flag, where os.environ.get encodes the name
-# and decodes the value (~0.4 us each, on every call).
-_ENVIRON = os.environ._data if os.name == "posix" else None
-
-
 def enabled() -> bool:
     """Dispatch not turned off (GDP_CV2_DISPATCH=0 or off) nor overridden by GDP_CV2_STRICT."""
-    if _ENVIRON is not None:
-        return _ENVIRON.get(b"GDP_CV2_STRICT") in (None, b"", b"0") and _ENVIRON.get(
-            b"GDP_CV2_DISPATCH"
-        ) not in (b"0", b"off")
-    from gdp.cv2.common import strict
-
-    return not strict() and os.environ.get("GDP_CV2_DISPATCH", "1") not in ("0", "off")
+    return not environ.flag("GDP_CV2_STRICT") and environ.get("GDP_CV2_DISPATCH") not in (
+        "0",
+        "off",
+    )
 
 
 def runs_opencv(name: str, args: tuple, kwargs: dict) -> bool:

@@ -81,7 +81,10 @@ def clear_cache() -> None:
 
 def is_graph_call(*arrays) -> bool:
     """Whether a call is on TF tensors (graph mode) rather than NumPy arrays."""
-    return any(common.is_tensor(a) for a in arrays)
+    for a in arrays:  # noqa: SIM110 (a loop, not any(generator): on every eager call)
+        if type(a) is not np.ndarray and common.is_tensor(a):
+            return True
+    return False
 
 
 def _freeze(value):
