@@ -9,7 +9,9 @@ registers: its coordinates, positions and weights, its pixels fetched one load e
 tap row's two pixels as one load of 2 * channels values, so the source must be at least 2
 wide), joined by shuffles, interpolated, and stored as one vector. (An earlier form ran a block
 in phases through small buffers, which TVM allocates from its workspace; LINEAR BGR 1080p took
-5-8 ms so, 2.9 ms now, OpenCV 2.9-5.8; NEAREST 2.5-3.5 ms, 1.0 now, OpenCV 0.8-1.7.)
+5-8 ms so, 2.4 ms now, OpenCV 2.9-5.8; NEAREST 2.5-3.5 ms, 0.8 now, OpenCV 0.8-1.7.) A block's
+coordinates are one float32 fma of 16 lanes, OpenCV's own formula (computed in float64 and cast,
+NEAREST took 1.14 ms).
 AVX-512's gather instruction was tried for the fetch and measured slower than scalar loads on
 this machine's AMD Zen 4 (about 45 cycles for 16 words).
 
@@ -50,14 +52,15 @@ def _lanes(value, kind: str = "T.int32") -> str:
 
 # The source coordinate of column {x} (sx from coef[0], coef[1] and rows_x; sy from coef[2],
 # coef[3] and rows_y), clamped to [-2, size + 1]: beyond a pixel outside, every neighbour is
-# the border, and the clamp keeps the int32 conversion in range for any matrix. The product of
-# two floats is exact in double, so the double sum and one cast give an fma's result.
+# the border, and the clamp keeps the int32 conversion in range for any matrix. A block's is
+# OpenCV's vector formula, fma(M[0], x, float(y*M[1]) + M[2]) in float32, as one fused
+# multiply-add of 16 lanes.
 def _vector_coordinate(k: int, rows: str, size: str) -> str:
-    """The block's source coordinates (columns xo * BLOCK + i, `xs` in float64), clamped."""
+    """The block's source coordinates (columns xo * BLOCK + i, `xs` in float32), clamped."""
     n = BLOCK
     value = (
-        f'T.Cast("float32x{n}", T.Broadcast(T.Cast("float64", coef[{k}]), {n}) * xs'
-        f' + T.Broadcast(T.Cast("float64", {rows}[y] + coef[{k} + 1]), {n}))'
+        f'T.call_llvm_pure_intrin("float32x{n}", "llvm.fma.v{n}f32",'
+        f" T.Broadcast(coef[{k}], {n}), xs, T.Broadcast({rows}[y] + coef[{k} + 1], {n}))"
     )
     high = f'T.Broadcast(T.Cast("float32", {size}) + T.float32(1), {n})'
     return f"T.min(T.max({value}, {_lanes(-2, 'T.float32')}), {high})"
@@ -191,7 +194,7 @@ def _vector_nearest(channels: int, dtype: str, border: int) -> str:
     lanes, coordinate = _lanes, _vector_coordinate
     zero, w1, h1 = lanes("0", "T.int32"), f"T.Broadcast(w - 1, {n})", f"T.Broadcast(h - 1, {n})"
     lines = [
-        f'xs: T.let = T.Cast("float64x{n}", T.Ramp(xo * {n}, 1, {n}))',
+        f'xs: T.let = T.Cast("float32x{n}", T.Ramp(xo * {n}, 1, {n}))',
         f'ix: T.let = T.Cast("int32x{n}", T.round({coordinate(0, "rows_x", "w")}))',
         f'iy: T.let = T.Cast("int32x{n}", T.round({coordinate(2, "rows_y", "h")}))',
         f"tap: T.let = (T.min(T.max(iy, {zero}), {h1}) * T.Broadcast(w, {n})"
@@ -262,7 +265,7 @@ def _vector_linear(channels: int, dtype: str, border: int) -> str:
     w_, h_ = f"T.Broadcast(w, {n})", f"T.Broadcast(h, {n})"
     pair = f"T.max(T.min(ix, T.Broadcast(w - 2, {n})), {lanes(0)})"
     lines = [
-        f'xs: T.let = T.Cast("float64x{n}", T.Ramp(xo * {n}, 1, {n}))',
+        f'xs: T.let = T.Cast("float32x{n}", T.Ramp(xo * {n}, 1, {n}))',
         f"sx: T.let = {coordinate(0, 'rows_x', 'w')}",
         f"sy: T.let = {coordinate(2, 'rows_y', 'h')}",
         f'ix: T.let = T.Cast("int32x{n}", T.floor(sx))',

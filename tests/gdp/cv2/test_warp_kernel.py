@@ -62,6 +62,23 @@ def test_kernel_matches_opencv_at_sizes_that_move_its_blocks():
     _check(SHAPES)
 
 
+def test_random_matrices_and_exact_ties():
+    """The block's coordinates are OpenCV's fma(M[0], x, float(y*M[1]) + M[2]) in float32: a
+    formula rounded otherwise moves nearest neighbours at ties and bilinear weights. Random
+    rotations and scales, and matrices of eighths, whose coordinates fall on exact ties."""
+    rng = np.random.default_rng(5)
+    image = rng.integers(0, 256, (61, 83, 3), np.uint8)
+    for i in range(40):
+        centre = (rng.uniform(0, 83), rng.uniform(0, 61))
+        matrix = real.getRotationMatrix2D(centre, rng.uniform(-180, 180), rng.uniform(0.3, 3))
+        if i % 4 == 0:
+            matrix = np.round(matrix * 8) / 8
+        for interp in (real.INTER_NEAREST, real.INTER_LINEAR):
+            for inverse in (0, real.WARP_INVERSE_MAP):
+                label = f"matrix {i} {interp} {inverse}"
+                _assert_warps(image, matrix, (97, 53), interp | inverse, 0, label=label)
+
+
 def test_kernel_on_one_thread():
     run_on_one_thread(
         f"""
