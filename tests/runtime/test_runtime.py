@@ -238,6 +238,35 @@ def test_cpu_kernels_use_one_thread_per_core_unless_the_user_says(preset, tmp_pa
     assert int(done.stdout.split()[-1]) == want, done.stderr[-2000:]
 
 
+@pytest.mark.parametrize("bind", [None, "1"])
+def test_cpu_workers_are_not_pinned_unless_the_user_says(bind, tmp_path):
+    """TVM pins its workers to cores by default; gdp leaves them to the OS (a worker pinned to a
+    core fought OpenCV's threads there, and one library or the other ran 2x slower, at random
+    per process). TVM_BIND_THREADS=1 still pins them."""
+    import os
+    import subprocess
+    import sys
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one core: nothing to pin a worker away from")
+    script = (
+        "import os, numpy as np, gdp.cv2 as cv2\n"
+        "cv2.cvtColor(np.zeros((480, 640, 3), np.uint8), cv2.COLOR_BGR2GRAY)\n"
+        "whole = os.sched_getaffinity(0)\n"
+        "tids = [int(t) for t in os.listdir('/proc/self/task')]\n"
+        "print(sum(os.sched_getaffinity(t) != whole for t in tids))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TVM_BIND_THREADS"}
+    env.update(TVM_NUM_THREADS="2", GDP_CACHE_DIR=str(tmp_path))
+    if bind is not None:
+        env["TVM_BIND_THREADS"] = bind
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    pinned = int(done.stdout.split()[-1])
+    assert (pinned > 0) if bind == "1" else (pinned == 0), done.stderr[-2000:]
+
+
 def test_calls_from_a_thread_per_request_leave_no_threads_behind():
     """TVM's runtime gives each thread that runs a kernel a thread pool of its own, which
     outlives the thread: a server calling from a new thread per request leaked a pool per

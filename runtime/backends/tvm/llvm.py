@@ -45,10 +45,17 @@ def physical_cores() -> int:
 def use_every_core() -> None:
     """TVM's thread pool, unless the user sized it: one thread per physical core. Left to
     itself, TVM halves the hardware threads on x86 to skip hyper-threads, which on a machine
-    without them (a 2-vCPU VM) runs every parallel kernel on one core. Read by TVM when its pool
-    starts, at the first parallel kernel."""
+    without them (a 2-vCPU VM) runs every parallel kernel on one core.
+
+    And its workers not pinned to cores, unless the user asks (TVM_BIND_THREADS): a worker
+    pinned to core 1 shares it with whatever else the OS puts there (OpenCV's pool, which
+    gdp.cv2 calls and users mix with gdp's; a spinning idle worker of either), and each process
+    settled at random into one of two modes, gdp's kernels or OpenCV's calls 2x slower
+    (1080p BGR2GRAY: 0.135 or 0.27 ms; OpenCV's 0.21 or 0.41 ms); unpinned, every process
+    ran both fast. Both are read by TVM when its pool starts, at the first parallel kernel."""
     if "TVM_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in os.environ:
         os.environ["TVM_NUM_THREADS"] = str(physical_cores())
+    os.environ.setdefault("TVM_BIND_THREADS", "0")
 
 
 class TvmLlvmBackend(TvmBackend):
