@@ -161,11 +161,53 @@ def _rgb(scn: int, bidx: int) -> list[str]:
     return [f"{name} = {_channel(c, scn)}" for name, c in (("r", 2 - bidx), ("g", 1), ("b", bidx))]
 
 
-def _gray(scn: int, bidx: int) -> list[str]:
+def _gray(scn: int, bidx: int, avx512: bool) -> list[str]:
     wr, wg, wb = tables.GRAY_FIXED_RGB
     shift = tables.GRAY_FIXED_SHIFT
+    if avx512:
+        return _gray_pairs(scn, bidx)
     gray = f"(r * {wr} + g * {wg} + b * {wb} + {1 << (shift - 1)}) >> {shift}"
     return [*_rgb(scn, bidx), _store([gray])]
+
+
+def _gray_pairs(scn: int, bidx: int) -> list[str]:
+    """The gray sum as AVX-512's multiply-add of 16-bit pairs (vpmaddwd), 16 pixels at a time:
+    their (blue, green) and (red, red) pairs, each one byte shuffle of the 64-byte window that
+    holds the 16 pixels (a shuffle of two vectors came out as byte inserts), widened to 16 bits,
+    times (wb, wg) and (wr, 0), summed in 32 bits with the rounding 2^14.
+    (Three 32-bit products of every pixel took 12 multiplies and the widening of three channels
+    a step: 1080p BGR 0.13 -> 0.062 ms, the kernel alone.)"""
+    wr, wg, wb = tables.GRAY_FIXED_RGB
+    shift = tables.GRAY_FIXED_SHIFT
+
+    def weights(first: int, second: int) -> str:
+        pair = ", ".join(f"{i}, {16 + i}" for i in range(16))
+        return (
+            f"T.Shuffle([T.Broadcast(T.int16({first}), 16),"
+            f" T.Broadcast(T.int16({second}), 16)], [{pair}])"
+        )
+
+    size = LANES * scn
+    sums = []
+    for k in range(LANES // 16):
+        start = min(16 * scn * k, size - 64)  # the window stays inside the step's pixels
+        window = f"img[T.Ramp(p * {scn} + {start}, 1, 64)]"
+        first = 16 * scn * k - start
+        pixel = [first + scn * i for i in range(16)]
+        blue_green = ", ".join(f"{v + bidx}, {v + 1}" for v in pixel)
+        red = ", ".join(f"{v + 2 - bidx}, {v + 2 - bidx}" for v in pixel)
+        pairs = {
+            "bg": f"T.Shuffle([{window}], [{blue_green}])",
+            "rr": f"T.Shuffle([{window}], [{red}])",
+        }
+        madds = [
+            f'T.call_llvm_pure_intrin("int32x16", "llvm.x86.avx512.pmaddw.d.512",'
+            f' T.Cast("int16x32", {pairs[name]}), {weights(*w)})'
+            for name, w in (("bg", (wb, wg)), ("rr", (wr, 0)))
+        ]
+        sums.append(" + ".join([*madds, f"T.Broadcast({1 << (shift - 1)}, 16)"]))
+    gray = f"T.Shuffle([{', '.join(sums)}], [{', '.join(map(str, range(LANES)))}]) >> {shift}"
+    return [_store([gray])]
 
 
 def _ycrcb(scn: int, bidx: int) -> list[str]:
@@ -364,13 +406,14 @@ def _lab_tensors() -> tuple:
 
 @functools.cache
 def avx512() -> bool:
-    """Whether this CPU has AVX-512 (F): its 32-bit gathers, its multiplies with a rounding mode.
-    Asked once: TVM's answer costs 0.25 ms."""
+    """Whether this CPU has AVX-512 (F and BW): its 32-bit gathers, its multiplies with a
+    rounding mode, its multiply-add of 16-bit pairs. Asked once: TVM's answer costs 0.25 ms."""
     from tvm.target import codegen
 
     from gdp.runtime.backends.tvm.kernels import host_target
 
-    return bool(codegen.target_has_features("avx512f", host_target()))
+    target = host_target()
+    return all(codegen.target_has_features(f, target) for f in ("avx512f", "avx512bw"))
 
 
 def _order(op: str, scn: int, params: dict) -> list[int]:
@@ -423,8 +466,12 @@ def source(op: str, scn: int, params: tuple, avx512: bool) -> tuple[str, str, in
         table_buffers += _TABLE.format(name="cbrt", size=cbrt.size, dtype="int32")
         name += "_avx512" if avx512 else ""
     else:
-        make = {"to_gray": _gray, "to_ycrcb": _ycrcb, "to_hsv": _hsv}[op]
-        lines, dcn = make(scn, kw["bidx"]), 1 if op == "to_gray" else 3
+        if op == "to_gray":
+            lines, dcn = _gray(scn, kw["bidx"], avx512), 1
+            name += "_avx512" if avx512 else ""
+        else:
+            make = {"to_ycrcb": _ycrcb, "to_hsv": _hsv}[op]
+            lines, dcn = make(scn, kw["bidx"]), 3
     step = "\n".join(lines)
     text = _KERNEL.format(
         name=name,

@@ -112,7 +112,10 @@ def test_nv12_nv21_as_opencv(code):
     assert cv2.cache_info().programs == 0
 
 
-@pytest.mark.parametrize("code,channels", [(real.COLOR_RGB2Lab, 4), (real.COLOR_HSV2BGR, 3)])
+@pytest.mark.parametrize(
+    "code,channels",
+    [(real.COLOR_RGB2Lab, 4), (real.COLOR_HSV2BGR, 3), (real.COLOR_BGR2GRAY, 3)],
+)
 def test_without_avx512_as_opencv(monkeypatch, code, channels):
     """The kernels a CPU without AVX-512 gets (tables loaded a lane at a time), compiled and
     run here: every colour."""
