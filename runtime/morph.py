@@ -9,6 +9,7 @@ compiled program's fixed cost, OpenCV 0.31 ms. A rectangle is separable: a pass 
 (the window's columns, over the row's values C apart for C channels) into a scratch image, then
 a pass down the columns (the window's rows), each over 64-byte vectors of a row at a time, rows
 in parallel. The window's extents are run-time arguments: one kernel serves every size.
+Windows over MAX_UNROLLED values a side take _LONG_SOURCE's passes, log2 of the window each.
 """
 
 from __future__ import annotations
@@ -18,10 +19,14 @@ import functools
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.tir_text import describe
+from gdp.runtime.tir_text import describe, indent
 from gdp.runtime.workspace import scratch
 
 MAX_VALUES = (1 << 31) - 1
+# Row strips of the long windows' kernel (_LONG_SOURCE), in parallel; the values each strip's
+# part of its buffer has beyond what it holds (_doubling's last vector).
+STRIPS = 16
+MARGIN = 64
 
 # {op}: T.min (erode) or T.max (dilate). Row pass: tmp[y, j] = op over dx in [-left, right] of
 # img[y, j + dx * C], the interior [left * C, (w - right) * C) in vectors, the ends value by
@@ -101,6 +106,120 @@ _INTERIOR_LOOP = """\
 # Windows up to this many columns get a kernel of their own (_INTERIOR_TAPS).
 MAX_UNROLLED = 15
 
+# Longer windows (either side over MAX_UNROLLED): each pass a doubling, in place, over a padded
+# copy in the strip's part of `buf` (the window's outside filled with {ident}, the extreme that
+# never wins, which is the clamp): level t holds the extreme of 2^t consecutive values, and the
+# window of k = the extreme of two windows of the largest power of two p <= k, at its start
+# and k - p later. log2(p) + 2 vector passes a value instead of k: a 31x31 erosion of a 480p
+# BGR image 1.41 -> 0.14 ms (OpenCV 0.32), with the call's kernel checks no longer a list.
+
+# A pass over [0, n): 64 values a vector, the last vector ending at n (overlapping the one
+# before: the same values written again); under 64 values, one by one.
+_VECTORS = """\
+for jo in range(T.Select({n} >= 64, ({n} + 63) // 64, 0)):
+    for ji in T.vectorized(64):
+        {vector}
+for j in range(T.Select({n} >= 64, 0, {n})):
+    {scalar}
+"""
+
+
+def _vectors(n: str, statement: str) -> str:
+    """`statement` (over the index {j}) for j in [0, n)."""
+    vector = statement.format(j=f"(T.min(jo * 64, {n} - 64) + ji)")
+    return _VECTORS.format(n=n, vector=vector, scalar=statement.format(j="j"))
+
+
+def _doubling(length: str, step: str, levels: str, op: str) -> str:
+    """buf[base + i] for i < `length` (values `step` apart along the pass) made the extreme of
+    2^levels consecutive ones, in place (each level reads later values only). Not idempotent,
+    so no overlapping last vector: the passes run whole vectors past their end, into the
+    strip's MARGIN; what they compute there is never read by a value that is used."""
+    pair = "buf[base + {j}] = " + op + "(buf[base + {j}], buf[base + {j} + (" + step + " << t)])"
+    count = f"({length} - ((2 << t) - 1) * {step} + 63) // 64"
+    body = (
+        f"for jo in range({count}):\n    for ji in T.vectorized(64):\n"
+        f"        {pair.format(j='(jo * 64 + ji)')}\n"
+    )
+    return f"for t in range({levels}):\n" + indent(body, 4)
+
+
+_LONG_SOURCE = """
+@T.prim_func
+def {name}(
+    img_handle: T.handle,
+    tmp_handle: T.handle,
+    out_handle: T.handle,
+    buf_handle: T.handle,
+    w: T.int32,
+    c: T.int32,
+    left: T.int32,
+    right: T.int32,
+    up: T.int32,
+    down: T.int32,
+    levels_x: T.int32,
+    levels_y: T.int32,
+    strips: T.int32,
+    stride: T.int32,
+):
+    T.func_attr({{"global_symbol": "{name}", "tir.noalias": True}})
+    h = T.int32()
+    wc = T.int32()
+    n = T.int32()
+    img = T.match_buffer(img_handle, (h, wc), "uint8", align=1)
+    tmp = T.match_buffer(tmp_handle, (h, wc), "uint8", align=1)
+    out = T.match_buffer(out_handle, (h, wc), "uint8", align=1)
+    buf = T.match_buffer(buf_handle, (n,), "uint8", align=1)
+    for s in T.parallel(strips):
+        base: T.let = s * stride
+        for y in range(h * s // strips, h * (s + 1) // strips):
+{row_pass}
+    for s in T.parallel(strips):
+        base: T.let = s * stride
+        y0: T.let = h * s // strips
+        y1: T.let = h * (s + 1) // strips
+{column_pass}
+"""
+
+
+@functools.cache
+def _long_source(dilate: bool) -> tuple[str, str]:
+    op = "T.max" if dilate else "T.min"
+    ident = "T.uint8(0)" if dilate else "T.uint8(255)"
+    name = f"{'dilate' if dilate else 'erode'}_rect_u8_long"
+    kx, ky = "(left + right + 1)", "(up + down + 1)"
+    px, py = "(1 << levels_x)", "(1 << levels_y)"
+    row_pass = (
+        f"for i in range(left * c):\n    buf[base + i] = {ident}\n"
+        + _vectors("wc", "buf[base + left * c + {j}] = img[y, {j}]")
+        + f"for i in range(right * c):\n    buf[base + left * c + wc + i] = {ident}\n"
+        + _doubling(f"(wc + ({kx} - 1) * c)", "c", "levels_x", op)
+        + _vectors("wc", f"tmp[y, {{j}}] = {op}(buf[base + {{j}}], buf[base + {{j}} + ({kx} - {px}) * c])")
+    )
+    # The strip's rows and the window's rows either side, from tmp (the identity outside).
+    rows = f"(y1 - y0 + {ky} - 1)"
+    column_pass = (
+        f"for r in range({rows}):\n"
+        "    if y0 - up + r >= 0 and y0 - up + r < h:\n"
+        + indent(_vectors("wc", "buf[base + r * wc + {j}] = tmp[y0 - up + r, {j}]"), 8)
+        + "    else:\n"
+        + indent(_vectors("wc", f"buf[base + r * wc + {{j}}] = {ident}"), 8)
+        + _doubling(f"{rows} * wc", "wc", "levels_y", op)
+        + "for y in range(y0, y1):\n"
+        + indent(
+            _vectors(
+                "wc",
+                f"out[y, {{j}}] = {op}(buf[base + (y - y0) * wc + {{j}}],"
+                f" buf[base + (y - y0 + {ky} - {py}) * wc + {{j}}])",
+            ),
+            4,
+        )
+    )
+    text = _LONG_SOURCE.format(
+        name=name, row_pass=indent(row_pass, 12), column_pass=indent(column_pass, 8)
+    )
+    return name, text
+
 
 @functools.cache
 def source(dilate: bool, taps: int | None) -> tuple[str, str]:
@@ -151,8 +270,22 @@ def rect(
     # Windows wider than the image are clamped to it: the same extremes, fewer passes.
     left, right = min(ax, w - 1), min(width - 1 - ax, w - 1)
     taps = left + right + 1
-    name, text = source(dilate, taps if taps <= MAX_UNROLLED else None)
     up, down = min(ay, h - 1), min(height - 1 - ay, h - 1)
     target = out.reshape(h, w * channels)
+    wc, rows = w * channels, up + down + 1
+    # Each strip computes the window's rows beyond its own again: strips of at least twice
+    # that many rows (a 100x100 erosion of 480 rows in 16 strips did 4x the column work).
+    strips = max(1, min(STRIPS, h // max(1, 2 * (rows - 1)), h))
+    strips = max(strips, min(2, h))  # both cores
+    # Each strip's part of the doubling's buffer: a padded row, or its rows and the window's.
+    stride = max(wc + (taps - 1) * channels, (-(-h // strips) + rows - 1) * wc) + MARGIN
+    if max(taps, rows) > MAX_UNROLLED and strips * stride <= MAX_VALUES:
+        name, text = _long_source(dilate)
+        buf = scratch("morph_doubling", strips * stride, np.uint8)
+        levels = (taps.bit_length() - 1, rows.bit_length() - 1)  # log2 of the powers of two
+        args = (w, channels, left, right, up, down, *levels, strips, stride)
+        run_host_kernel(name, text, flat, tmp, target, buf, *args)
+        return out
+    name, text = source(dilate, taps if taps <= MAX_UNROLLED else None)
     run_host_kernel(name, text, flat, tmp, target, w, channels, left, right, up, down)
     return out

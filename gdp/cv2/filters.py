@@ -721,7 +721,7 @@ def _morph_params(func, kernel, anchor, iterations, borderType, borderValue):
         size = (kh + (iterations - 1) * (kh - 1), kw + (iterations - 1) * (kw - 1))
         kernel, anchor, iterations = np.ones(size, np.uint8), (ax * iterations, ay * iterations), 1
     return dict(
-        kernel=kernel.tolist(),
+        kernel=kernel,  # a uint8 array (its bytes in a program's key): checks read it as it is
         anchor=anchor,
         iterations=iterations,
         border=_border(func, borderType),

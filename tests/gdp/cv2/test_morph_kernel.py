@@ -2,8 +2,9 @@
 gdp.runtime.morph's kernel where the border clamps the window (the default constant border,
 BORDER_REPLICATE): against OpenCV for 1 to 4 channels, window sizes below, at and above the
 image's, every anchor corner, iterations (which OpenCV merges into one larger rectangle) and
-every morphologyEx op, on both thread counts; no program compiled. And the iterations of a
-rectangle under a reflected border, which compile a program, as OpenCV merges them."""
+every morphologyEx op, windows up to 15 values a side and longer ones (their own kernel), on
+both thread counts; no program compiled. And the iterations of a rectangle under a reflected
+border, which compile a program, as OpenCV merges them."""
 
 import cv2 as real
 import numpy as np
@@ -60,6 +61,26 @@ def test_kernel_on_one_thread():
         """
         from tests.gdp.cv2.test_morph_kernel import _check
         _check([(33, 70, 3), (70, 150)], [(3, 3), (5, 5), (9, 2)])
+        """
+    )
+
+
+# Windows over 15 values on a side run the doubling kernel: heights that move its strips (as
+# many as the window allows) and widths around its 64-value vectors, windows from 16 to past
+# the image, lopsided ones.
+LONG_SHAPES = [(16, 16), (100, 33, 3), (37, 150, 4), (241, 319)]
+LONG_SIZES = [(16, 1), (1, 16), (17, 40), (40, 17), (63, 5), (31, 31), (100, 100)]
+
+
+def test_long_windows_match_opencv():
+    _check(LONG_SHAPES, LONG_SIZES)
+
+
+def test_long_windows_on_one_thread():
+    run_on_one_thread(
+        f"""
+        from tests.gdp.cv2.test_morph_kernel import _check
+        _check({LONG_SHAPES[1:3]!r}, [(17, 40), (31, 31)])
         """
     )
 
