@@ -194,7 +194,9 @@ def _long_source(dilate: bool) -> tuple[str, str]:
         + _vectors("wc", "buf[base + left * c + {j}] = img[y, {j}]")
         + f"for i in range(right * c):\n    buf[base + left * c + wc + i] = {ident}\n"
         + _doubling(f"(wc + ({kx} - 1) * c)", "c", "levels_x", op)
-        + _vectors("wc", f"tmp[y, {{j}}] = {op}(buf[base + {{j}}], buf[base + {{j}} + ({kx} - {px}) * c])")
+        + _vectors(
+            "wc", f"tmp[y, {{j}}] = {op}(buf[base + {{j}}], buf[base + {{j}} + ({kx} - {px}) * c])"
+        )
     )
     # The strip's rows and the window's rows either side, from tmp (the identity outside).
     rows = f"(y1 - y0 + {ky} - 1)"
