@@ -187,8 +187,9 @@ def main(argv: list[str] | None = None) -> int:
             "## Chains",
             "",
             "`gdp.cv2.chain`: the calls traced into one program (Canny, which iterates, runs"
-            " eagerly after the chain), against the same gdp.cv2 calls made one by one and"
-            " OpenCV's; own kernels.",
+            " eagerly after the chain), run where it timed faster than the same calls one by one"
+            " at the size's first call, else those calls (`choices` says which); against the"
+            " same gdp.cv2 calls made one by one and OpenCV's; own kernels.",
             "",
             "| size | chain | gdp chain ms | gdp eager ms | OpenCV ms | OpenCV / chain"
             " | OpenCV / eager |",

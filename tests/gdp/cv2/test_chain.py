@@ -73,3 +73,40 @@ def test_a_chain_must_return_tensors():
         returns_a_number(np.zeros((8, 8, 3), np.uint8))
     with pytest.raises(TypeError, match="expected a function"):
         cv2.chain(3)
+
+
+def test_a_chain_runs_the_way_its_choice_says_and_both_agree_with_opencv():
+    """On the cpu target a chain times its program against its calls one by one, per input
+    layout and size class (the times are not asserted: tests never time), and runs the
+    faster; either way its results are OpenCV's."""
+    bgr, _ = calibration.photo(120, 160)
+    want_edges, want_blur = _opencv_blur_edges(bgr)
+    _blur_edges(bgr)
+    ((layout, size), choice), *_ = [(k, v) for k, v in _blur_edges.choices.items()]
+    assert size == "240p" and choice["runs"] in ("program", "calls")
+    assert choice["program_ms"] > 0 and choice["calls_ms"] > 0
+    for runs in ("program", "calls"):
+        _blur_edges.choices[(layout, size)] = dict(choice, runs=runs)
+        got_edges, got_blur = _blur_edges(bgr)
+        np.testing.assert_array_equal(got_blur, want_blur, err_msg=runs)
+        np.testing.assert_array_equal(got_edges, want_edges, err_msg=runs)
+
+
+def test_a_chain_that_cannot_run_on_arrays_runs_its_program_and_choose_false_never_times():
+    import tensorflow as tf
+
+    @cv2.chain
+    def as_float(img):  # tf.cast of an array gives a tensor: not a call on arrays
+        return tf.cast(cv2.cvtColor(img, cv2.COLOR_BGR2GRAY), tf.float32)
+
+    @cv2.chain(choose=False)
+    def gray(img):
+        return cv2.cvtColor(img, cv2.COLOR_BGR2GRAY)
+
+    bgr, _ = calibration.photo(120, 160)
+    want = real.cvtColor(bgr, real.COLOR_BGR2GRAY)
+    np.testing.assert_array_equal(as_float(bgr), want.astype(np.float32))
+    (choice,) = as_float.choices.values()
+    assert choice["runs"] == "program" and choice["calls_ms"] is None
+    np.testing.assert_array_equal(gray(bgr), want)
+    assert gray.choices == {}
