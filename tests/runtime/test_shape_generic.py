@@ -169,7 +169,10 @@ def test_free_sized_stencil_output_is_exact_at_every_size(tmp_path, program, sma
     assert model.report()["builds"] == 1
 
 
-def test_auto_specialises_a_hot_shape_in_the_background(tmp_path):
+def test_auto_specialises_a_hot_shape_in_the_background(tmp_path, monkeypatch):
+    # The trial against the generic executable keeps whichever it times faster; on this tiny
+    # image under a busy machine that is noise (the trial's own test slows one on purpose).
+    monkeypatch.setattr(model_module, "SLOWER_BY", float("inf"))
     model = gdp.compile(_resize_normalise_chw, target="cpu", cache_dir=tmp_path, specialize_after=2)
     hot, other = _image((97, 131)), _image((45, 61))
     _check(model, _resize_normalise_chw, hot, atol=1e-4)
@@ -202,7 +205,8 @@ class _Slowed:
 
 
 def test_auto_keeps_the_generic_executable_where_the_shapes_own_is_slower(tmp_path, monkeypatch):
-    monkeypatch.setattr(model_module, "TRIAL_BELOW_S", 0.0)  # tried however short the runs
+    """Tried however short the generic's runs (a 0.1 ms 1080p flip's own executable took 0.8
+    ms where a trial was skipped under 0.2 ms)."""
     build = model_module.Model._build
 
     def slowed_build(self, shapes, ranges, generic=False):
