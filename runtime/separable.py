@@ -14,7 +14,10 @@ Arithmetic: OpenCV's for these (exact integer sums, then one rounding):
   over more values;
 - `int16`: the weighted sum saturated to int16, as its Sobel into CV_16S;
 - `float32`: a float32 image's sums in float32 (each from 0, the taps in order, as multiply-adds
-  LLVM contracts into fmas), plus `delta`, as its float filters.
+  LLVM contracts into fmas), plus `delta`, as its float filters;
+- `box_float32`: a float32 image's window sums in float64 (the column sums running), times
+  `scale`, rounded to float32, as its box filter of float32 (RowSum and ColumnSum in double:
+  the same values wherever the double sums are exact, as for any 8-bit or 16-bit data).
 Sums are kept in the smallest integer type that holds every partial sum (sum_types: 16-bit
 lanes hold twice the values of 32-bit ones, and multiply faster).
 
@@ -55,7 +58,10 @@ FINISH = {
     "box_scaled": "uint8",
     "int16": "int16",
     "float32": "float32",
+    "box_float32": "float32",
 }
+# The finishes of float32 images.
+FLOAT_FINISHES = ("float32", "box_float32")
 
 # The column sum `{v}` (of the column type) to the result.
 _STORE = {
@@ -73,6 +79,7 @@ _STORE = {
     ),
     "int16": 'T.Cast("int16", T.min(T.max(T.Cast("int32", {v}), -32768), 32767))',
     "float32": '{v} + T.Cast("float32", delta)',
+    "box_float32": 'T.Cast("float32", {v} * scale)',
 }
 
 
@@ -217,7 +224,7 @@ def source(finish: str, ring: str, column: str, taps: tuple[int, int] | None) ->
     are `ring` and column sums `column` values (int16, uint16 or int32: sum_types), for
     kernels of any length, or of `taps` (row, column) taps only: each block's sums one
     expression (STATIC_TAPS)."""
-    src = "float32" if finish == "float32" else "uint8"
+    src = "float32" if finish in FLOAT_FINISHES else "uint8"
     name = f"separable_{src}_{finish}_{ring}_{column}"
     if taps:
         name += f"_{taps[0]}x{taps[1]}"
@@ -306,7 +313,7 @@ def separable(
 
     if finish not in FINISH:
         raise InputError(f"separable: finish must be one of {sorted(FINISH)}, got {finish!r}")
-    source_type = np.float32 if finish == "float32" else np.uint8
+    source_type = np.float32 if finish in FLOAT_FINISHES else np.uint8
     if not (isinstance(image, np.ndarray) and image.dtype == source_type and image.ndim in (2, 3)):
         raise InputError(
             f"separable: expected a {np.dtype(source_type)} image (h, w) or (h, w, c) for"
@@ -359,7 +366,7 @@ def _plan(shape, channels, kx, ky, anchor, border, finish) -> _Plan:
     from gdp.runtime.backends.tvm.kernels import host_tensors
 
     kx, ky = np.array(kx, np.float64), np.array(ky, np.float64)
-    floats = finish == "float32"
+    floats = finish in FLOAT_FINISHES
     integral = np.all(kx == np.round(kx)) and np.all(ky == np.round(ky))
     if not (kx.size and ky.size and (floats or integral)):
         raise InputError("separable: expected non-empty kernels, of integers for uint8 images")
@@ -378,7 +385,10 @@ def _plan(shape, channels, kx, ky, anchor, border, finish) -> _Plan:
         rows, values = padded_maps(shape, channels, (ky.size, kx.size), anchor, border)
     except ValueError as err:
         raise InputError(f"separable: {err}") from err
-    ring, column = ("float32", "float32") if floats else sum_types(kx, ky)
+    if finish == "box_float32":
+        ring, column = "float64", "float64"
+    else:
+        ring, column = ("float32", "float32") if floats else sum_types(kx, ky)
     static = (kx.size, ky.size) if max(kx.size, ky.size) <= STATIC_TAPS else None
     name, text = source(finish, ring, column, static)
     weight = np.float32 if floats else np.int32

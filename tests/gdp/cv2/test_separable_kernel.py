@@ -1,6 +1,7 @@
-"""GaussianBlur, blur and boxFilter of uint8 images, Sobel and Scharr of uint8 into CV_16S, and
-where a program would serve one image size only (kernels longer than 31 taps, images smaller
-than the kernel) GaussianBlur and sepFilter2D of float32 run on the cpu target through
+"""GaussianBlur, blur and boxFilter of uint8 images, Sobel and Scharr of uint8 into CV_16S, blur
+and boxFilter of float32 (identical to OpenCV's: sums in float64), and where a program would
+serve one image size only (kernels longer than 31 taps, images smaller than the kernel)
+GaussianBlur and sepFilter2D of float32 run on the cpu target through
 gdp.runtime.separable's kernel: against OpenCV (identical for uint8, within 1e-5 of the range
 for float32) for every border type, anchors, 1 to 4 channels, sizes that move the kernel's
 strips and vector blocks, tap counts on either side of its STATIC_TAPS, on both thread counts;
@@ -90,6 +91,14 @@ def _check_floats(shapes):
             got = cv2.sepFilter2D(image, -1, kx, ky, **args)
             want = real.sepFilter2D(image, -1, kx, ky, **args)
             _close(got, want, f"sepFilter2D {shape} {len(kx)}x{len(ky)} {args}")
+            # box filters of float32: sums in float64 as OpenCV's, so the same values
+            for kw, kh in BOX_SIZES[::2] if small else BOX_SIZES:
+                args = dict(anchor=(0, kh - 1), borderType=border)
+                got = cv2.boxFilter(image, -1, (kw, kh), **args)
+                want = real.boxFilter(image, -1, (kw, kh), **args)
+                label = f"boxFilter float32 {shape} {kw}x{kh} {args}"
+                np.testing.assert_array_equal(got, want, err_msg=label)
+                np.testing.assert_array_equal(cv2.blur(image, (kw, kh)), real.blur(image, (kw, kh)))
 
 
 def test_kernel_matches_opencv():
