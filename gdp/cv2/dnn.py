@@ -95,13 +95,18 @@ def _blob_call(func, images, scalefactor, size, mean, swapRB, crop, ddepth):
         out_bytes = len(images) * channels * height * width * 4
         if common.on_host(*images, out_bytes=out_bytes):
             return _blob_on_host(images, wanted, bool(crop), bool(swapRB), values)
-    sized = engine.sized_program(f"dnn.{func}", _blob, images, params, values=values)
-    if sized is None:
+
+    def generic():
         tables = _tables(first, wanted, bool(crop))
         if tables is not None:
             return _any_size(func, images, params, values, *tables)
-        sized = engine.program(f"dnn.{func}", _blob, images, params, values=values)
-    return engine.execute(sized, images, values=values)
+        program = engine.program(f"dnn.{func}", _blob, images, params, values=values)
+        return engine.execute(program, images, values=values)
+
+    sized = engine.sized_program(
+        f"dnn.{func}", _blob, images, params, values=values, generic=generic
+    )
+    return generic() if sized is None else engine.execute(sized, images, values=values)
 
 
 def _blob_on_host(images, size, crop: bool, swap_rb: bool, values: dict) -> np.ndarray:

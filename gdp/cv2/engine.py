@@ -25,7 +25,9 @@ graph without importing TensorFlow, and the backend finds the compiled code in t
 from __future__ import annotations
 
 import hashlib
+import statistics
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -324,13 +326,15 @@ def sized_program(
     params: dict,
     outputs: int = 1,
     values: Mapping[str, Any] | None = None,
+    generic: Callable[[], Any] | None = None,
 ) -> Model | None:
     """The program of `graph` for these arrays' exact sizes, where a function also has a generic
     program that serves every size more slowly (resize: its tables are run-time inputs there,
     constants folded into the kernel here); None until it is ready. A size's SIZED_AFTER-th
     call starts its compile in a background thread while the generic program serves; the
     MAX_SIZED sizes used last keep theirs in memory (the disk cache keeps every graph and
-    code). A failed compile leaves the size on the generic program."""
+    code). A failed compile leaves the size on the generic program, and so does one that runs
+    slower than `generic()` (the call's generic path, on its inputs: _slower)."""
     from gdp.api import default_target
 
     target = default_target()
@@ -346,30 +350,52 @@ def sized_program(
             _sized_calls.popitem(last=False)
         if calls < SIZED_AFTER or key in _sized_pending or key in _sized_failed:
             return None
+        sample = (generic, list(arrays), outputs, values)
         # Not a daemon: a daemon thread stopped inside TVM's compiler at shutdown can abort
         # the process (as gdp.model's background specialisation).
         thread = threading.Thread(
-            target=_compile_sized, args=(key, graph, params, target), name="gdp-cv2-sized"
+            target=_compile_sized, args=(key, graph, params, target, sample), name="gdp-cv2-sized"
         )
         _sized_pending.add(key)
     thread.start()
     return None
 
 
-def _compile_sized(key: tuple, graph: Callable, params: dict, target) -> None:
+def _compile_sized(key: tuple, graph: Callable, params: dict, target, sample: tuple) -> None:
     try:
         with _lock:
             model = _compile(key[0], graph, params, target)
+        slower = _slower(model, *sample)
     except Exception:  # the generic program keeps serving the size
-        with _sized_lock:
-            _sized_failed.add(key)
-            _sized_pending.discard(key)
-        return
+        slower = True
     with _sized_lock:
-        _sized[key] = model
+        if slower:
+            _sized_failed.add(key)
+        else:
+            _sized[key] = model
+            while len(_sized) > MAX_SIZED:
+                _sized.popitem(last=False)
         _sized_pending.discard(key)
-        while len(_sized) > MAX_SIZED:
-            _sized.popitem(last=False)
+
+
+def _slower(sized: Model, generic: Callable | None, arrays, outputs: int, values) -> bool:
+    """Whether a size's own program ran slower than `generic()` (the call's generic path) on
+    the call that asked for it (medians of gdp.model's TRIAL_RUNS each, interleaved; slower
+    by its SLOWER_BY), as gdp.model tries a hot shape's own executable: a static schedule can
+    lose (a 1080p float32 resize LINEAR: 2.07 ms against the generic 1.58)."""
+    from gdp import model as model_module
+
+    if generic is None:
+        return False
+    times: dict[str, list[float]] = {"generic": [], "sized": []}
+    runs = (("generic", generic), ("sized", lambda: execute(sized, arrays, outputs, values)))
+    for _ in range(model_module.TRIAL_RUNS):
+        for name, run_once in runs:
+            start = time.perf_counter()
+            run_once()
+            times[name].append(time.perf_counter() - start)
+    ratio = statistics.median(times["sized"]) / statistics.median(times["generic"])
+    return ratio > model_module.SLOWER_BY
 
 
 def feeds(arrays: Sequence[np.ndarray], values: Mapping[str, Any] | None) -> dict:
@@ -430,7 +456,15 @@ def call(
     if is_graph_call(*arrays):
         return graph(*arrays, **params, **constants(values))
     if free and sized:
-        model = sized_program(name, graph, arrays, params, 1, values)
+        model = sized_program(
+            name,
+            graph,
+            arrays,
+            params,
+            1,
+            values,
+            generic=lambda: run(name, graph, arrays, params, 1, values, free),
+        )
         if model is not None:
             return common.finish(execute(model, arrays, 1, values), dst)
     return common.finish(run(name, graph, arrays, params, 1, values, free), dst)

@@ -175,18 +175,14 @@ def resize(src, dsize, dst=None, fx=0, fy=0, interpolation=_cv2.INTER_LINEAR):
     # A size called often gets a program of its own (engine.sized_program), compiled in the
     # background: its tables constants that TVM folds into one kernel, 2-6x faster than the
     # generic program's run-time tables.
-    sized = engine.sized_program(
-        "resize.sized", _resize_sized, [flat], dict(params, channels=channels)
-    )
-    if sized is not None:
-        out = engine.execute(sized, [flat])
-    else:
+
+    def generic():
         structure, tables = resize_plan(
             h, w, channels, width, height, scale_x, scale_y, method, np.dtype(dtype).name
         )
         names = tuple(sorted(tables))
         arrays = [flat, *(tables[n] for n in names)]
-        generic = engine.program(
+        program = engine.program(
             "resize",
             _resize_by_plan,
             arrays,
@@ -194,7 +190,12 @@ def resize(src, dsize, dst=None, fx=0, fy=0, interpolation=_cv2.INTER_LINEAR):
             free=True,
             specialize="never",  # the sized program is the specialisation
         )
-        out = engine.execute(generic, arrays)
+        return engine.execute(program, arrays)
+
+    sized = engine.sized_program(
+        "resize.sized", _resize_sized, [flat], dict(params, channels=channels), generic=generic
+    )
+    out = engine.execute(sized, [flat]) if sized is not None else generic()
     shape = (height, width) if src.ndim == 2 else (height, width, channels)
     return common.finish(out.reshape(shape), dst)
 
