@@ -57,7 +57,8 @@ class Chain:
         self._models: dict[tuple, object] = {}
         self._static: set[tuple] = set()  # layouts whose function needs static sizes
         self._outputs: dict[tuple, int | None] = {}  # per layout: how many outputs, None: one
-        # (layout, size class) -> {"runs": "program" or "calls", "program_ms", "calls_ms"}
+        # (layout, size class) -> {"runs": "program" or "calls", "program_ms", "calls_ms"}, and
+        # "why" the calls could not run on arrays where they could not
         self.choices: dict[tuple, dict] = {}
         self._lock = threading.Lock()
         functools.update_wrapper(self, fn)
@@ -119,8 +120,9 @@ class Chain:
         program_ms = median_ms(lambda: self._program(model, layout, arrays))
         try:
             calls_ms = median_ms(lambda: self._calls(layout, arrays))
-        except Exception:  # the program alone serves it (the calls may take only tensors)
-            return {"runs": "program", "program_ms": program_ms, "calls_ms": None}
+        except Exception as err:  # the program serves it (the calls may take only tensors)
+            why = f"{type(err).__name__}: {err}"
+            return {"runs": "program", "program_ms": program_ms, "calls_ms": None, "why": why}
         runs = "calls" if calls_ms < program_ms else "program"
         return {"runs": runs, "program_ms": program_ms, "calls_ms": calls_ms}
 

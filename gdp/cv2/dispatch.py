@@ -199,15 +199,9 @@ def runs_opencv(name: str, args: tuple, kwargs: dict) -> bool:
         return False
     if size_class(image.shape[0], image.shape[1]) not in classes or not enabled():
         return False
-    return _default_target().name == "cpu"  # the table times gdp's cpu kernels only
-
-
-def _default_target():
-    global _default_target
     from gdp.api import default_target
 
-    _default_target = default_target  # imported here: gdp.api imports gdp.cv2 lazily too
-    return default_target()
+    return default_target().name == "cpu"  # the table times gdp's cpu kernels only
 
 
 def where(names: list[str]) -> dict[str, dict[str, str]]:

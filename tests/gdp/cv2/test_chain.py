@@ -108,5 +108,6 @@ def test_a_chain_that_cannot_run_on_arrays_runs_its_program_and_choose_false_nev
     np.testing.assert_array_equal(as_float(bgr), want.astype(np.float32))
     (choice,) = as_float.choices.values()
     assert choice["runs"] == "program" and choice["calls_ms"] is None
+    assert "arrays" in choice["why"], choice  # the calls returned a tensor, not arrays
     np.testing.assert_array_equal(gray(bgr), want)
     assert gray.choices == {}
