@@ -108,6 +108,18 @@ TRIAL_RUNS = 5
 SLOWER_BY = 1.1
 
 
+def trial_ratio(own: Callable[[], object], generic: Callable[[], object]) -> float:
+    """own()'s median time over generic()'s, TRIAL_RUNS runs each, interleaved (generic first):
+    the trial of a specialisation against the generic path it would replace."""
+    times: dict[str, list[float]] = {"generic": [], "own": []}
+    for _ in range(TRIAL_RUNS):
+        for name, run in (("generic", generic), ("own", own)):
+            t0 = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - t0)
+    return statistics.median(times["own"]) / statistics.median(times["generic"])
+
+
 class Model:
     def __init__(
         self,
@@ -482,13 +494,7 @@ class Model:
         own = built.executable
 
         def trial() -> str | None:
-            times: dict[str, list[float]] = {"generic": [], "own": []}
-            for _ in range(TRIAL_RUNS):
-                for name, executable in (("generic", generic), ("own", own)):
-                    t0 = time.perf_counter()
-                    executable.run(list(sample))
-                    times[name].append(time.perf_counter() - t0)
-            ratio = statistics.median(times["own"]) / statistics.median(times["generic"])
+            ratio = trial_ratio(lambda: own.run(list(sample)), lambda: generic.run(list(sample)))
             if ratio <= SLOWER_BY:
                 return None
             return (

@@ -162,10 +162,10 @@ def _rgb(scn: int, bidx: int) -> list[str]:
 
 
 def _gray(scn: int, bidx: int, avx512: bool) -> list[str]:
-    wr, wg, wb = tables.GRAY_FIXED_RGB
-    shift = tables.GRAY_FIXED_SHIFT
     if avx512:
         return _gray_pairs(scn, bidx)
+    wr, wg, wb = tables.GRAY_FIXED_RGB
+    shift = tables.GRAY_FIXED_SHIFT
     gray = f"(r * {wr} + g * {wg} + b * {wb} + {1 << (shift - 1)}) >> {shift}"
     return [*_rgb(scn, bidx), _store([gray])]
 

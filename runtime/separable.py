@@ -60,8 +60,8 @@ FINISH = {
     "float32": "float32",
     "box_float32": "float32",
 }
-# The finishes of float32 images.
-FLOAT_FINISHES = ("float32", "box_float32")
+# The finishes of float32 images (the others take uint8 ones): those with float32 results.
+FLOAT_FINISHES = tuple(finish for finish, result in FINISH.items() if result == "float32")
 
 # The column sum `{v}` (of the column type) to the result.
 _STORE = {

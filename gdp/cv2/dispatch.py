@@ -176,10 +176,8 @@ def _active() -> dict | None:
 
 def enabled() -> bool:
     """Dispatch not turned off (GDP_CV2_DISPATCH=0 or off) nor overridden by GDP_CV2_STRICT."""
-    return not environ.flag("GDP_CV2_STRICT") and environ.get("GDP_CV2_DISPATCH") not in (
-        "0",
-        "off",
-    )
+    off = environ.get("GDP_CV2_DISPATCH") in ("0", "off")
+    return not off and not environ.flag("GDP_CV2_STRICT")
 
 
 def runs_opencv(name: str, args: tuple, kwargs: dict) -> bool:

@@ -25,9 +25,7 @@ graph without importing TensorFlow, and the backend finds the compiled code in t
 from __future__ import annotations
 
 import hashlib
-import statistics
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -380,21 +378,14 @@ def _compile_sized(key: tuple, graph: Callable, params: dict, target, sample: tu
 
 def _slower(sized: Model, generic: Callable | None, arrays, outputs: int, values) -> bool:
     """Whether a size's own program ran slower than `generic()` (the call's generic path) on
-    the call that asked for it (medians of gdp.model's TRIAL_RUNS each, interleaved; slower
-    by its SLOWER_BY), as gdp.model tries a hot shape's own executable: a static schedule can
-    lose (a 1080p float32 resize LINEAR: 2.07 ms against the generic 1.58)."""
+    the call that asked for it, by gdp.model's trial of a hot shape's own executable
+    (trial_ratio over SLOWER_BY): a static schedule can lose (a 1080p float32 resize LINEAR:
+    2.07 ms against the generic 1.58)."""
     from gdp import model as model_module
 
     if generic is None:
         return False
-    times: dict[str, list[float]] = {"generic": [], "sized": []}
-    runs = (("generic", generic), ("sized", lambda: execute(sized, arrays, outputs, values)))
-    for _ in range(model_module.TRIAL_RUNS):
-        for name, run_once in runs:
-            start = time.perf_counter()
-            run_once()
-            times[name].append(time.perf_counter() - start)
-    ratio = statistics.median(times["sized"]) / statistics.median(times["generic"])
+    ratio = model_module.trial_ratio(lambda: execute(sized, arrays, outputs, values), generic)
     return ratio > model_module.SLOWER_BY
 
 

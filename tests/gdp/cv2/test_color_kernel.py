@@ -100,6 +100,7 @@ def test_on_one_thread():
 def test_nv12_nv21_as_opencv(code):
     """Every (y, u, v) once (4096x4096 pixels, a chroma pair for 2x2 of them), then sizes with
     a row's last step anywhere and rows under one step."""
+    cv2.clear_cache()  # programs of other tests in this process are not this test's
     y, x = np.mgrid[:4096, :4096]
     pair = (y // 2) * 2048 + x // 2  # 4M chroma pairs: each (u, v) 64 times
     luma = (pair % 64) * 4 + (y % 2) * 2 + x % 2  # every level at each (u, v)
