@@ -7,7 +7,9 @@ every size and kernel size.
 
 Arithmetic: OpenCV's for these (exact integer sums, then one rounding):
 - `gaussian`: rows and columns weighted by the fixed-point weights (8 fractional bits each),
-  (sum + 2^15) >> 16, as its bit-exact GaussianBlur;
+  (sum + 2^15) >> 16, as its bit-exact GaussianBlur. Weights that share a power of two are
+  divided by it and the shift shortened by as much (the same result: OpenCV's 5x5 table is
+  16 * [1, 4, 6, 4, 1], whose sums then fit 16-bit lanes, against 32-bit ones);
 - `box`: the window sum, then (sum + p0) * p1 >> 23 (p0, p1: its ColumnSum's rounding delta and
   fixed-point divisor), at most 255, as its box filter of uint8 over at most 256 values;
 - `box_scaled`: the window sum times `scale` (float64) rounded half to even, as its box filter
@@ -65,8 +67,10 @@ FLOAT_FINISHES = tuple(finish for finish, result in FINISH.items() if result == 
 
 # The column sum `{v}` (of the column type) to the result.
 _STORE = {
+    # in the column type, which holds the sum plus p0 (the rounding: _plan); the sum >= 0
     "gaussian": (
-        'T.Cast("uint8", T.min(T.max(T.shift_right(T.Cast("int32", {v}) + 32768, 16), 0), 255))'
+        'T.Cast("uint8", T.min(T.shift_right({v} + T.Cast("{column}", p0),'
+        ' T.Cast("{column}", p1)), T.{column}(255)))'
     ),
     # (sum + p0) * p1 < 2^32 for every area OpenCV takes this way (at most 256 values)
     "box": (
@@ -85,24 +89,36 @@ _STORE = {
 
 def _row_pass(row: str, src: str, ring: str, ones: bool, taps: tuple[int, int] | None) -> str:
     """Padded row `row`'s row sums (in the ring's type: exact, as no partial sum leaves it)
-    into ring slot row % ny: the row with its border columns (through the column map) into the
-    strip's line, then every block of values from the line as vectors (the last block reads
-    past the row into the line's spare BLOCK values and writes past it into the ring row's
-    spare values; neither is read after)."""
+    into ring slot row % ny, a block of values at a time as vectors. A block whose taps all
+    fall inside the image row reads the row itself; the others (at the row's ends) read the
+    strip's line, into which the row's border columns (through the column map) and the image
+    values those blocks read go first (the last block reads past the row into the line's spare
+    BLOCK values and writes past it into the ring row's spare values; neither is read after).
+    Copying the whole row into the line took a fifth of a 5x5 GaussianBlur's time."""
     slot = f"s * ny * wr + ({row}) % ny * wr"
     weight = "" if ones else "kx[{t}]"
     border = (
         f"line[s * wl + p] = T.Select(cols[p] < 0, T.{src}(0),"
         f" img[rows[{row}], T.max(cols[p], 0)])\n"
     )
-    block = block_sums(
-        f"ring[{slot} + xo * {BLOCK} + i] = sums[i]",
-        f"line[s * wl + xo * {BLOCK} + i + ({{t}}) * channels]",
-        weight,
-        taps[0] if taps else "nx",
-        ring,
-        BLOCK,
-    )
+
+    def blocks(value: str, first: str, stop: str) -> str:
+        block = block_sums(
+            f"ring[{slot} + xo * {BLOCK} + i] = sums[i]",
+            value,
+            weight,
+            taps[0] if taps else "nx",
+            ring,
+            BLOCK,
+        )
+        return f"for xo in range({first}, {stop}):\n" + indent(block, 4)
+
+    from_line = f"line[s * wl + xo * {BLOCK} + i + ({{t}}) * channels]"
+    from_image = f"img[rows[{row}], xo * {BLOCK} + i + ({{t}}) * channels - left]"
+    # Blocks [inner, outer) read the image; the line holds image values [0, head) and
+    # [tail, wc) for the others.
+    head = f"T.min(wc, (inner - 1) * {BLOCK} + span - left)"
+    tail = f"T.max({head}, outer * {BLOCK} - left)"
     return (
         f"if rows[{row}] < 0:\n"
         + indent(columns(f"ring[{slot} + {{x}}] = T.{ring}(0)", "0", "wc", LANES), 4)
@@ -110,12 +126,14 @@ def _row_pass(row: str, src: str, ring: str, ones: bool, taps: tuple[int, int] |
         + indent(
             "for p in range(left):\n"
             + indent(border, 4)
-            + columns(f"line[s * wl + left + {{x}}] = img[rows[{row}], {{x}}]", "0", "wc", LANES)
+            + columns(f"line[s * wl + left + {{x}}] = img[rows[{row}], {{x}}]", "0", head, LANES)
+            + columns(f"line[s * wl + left + {{x}}] = img[rows[{row}], {{x}}]", tail, "wc", LANES)
             + "for p in range(left + wc, wpc):\n"
             + indent(border, 4)
             + "sums = rsums\n"
-            + f"for xo in range((wc + {BLOCK} - 1) // {BLOCK}):\n"
-            + indent(block, 4),
+            + blocks(from_line, "0", "inner")
+            + blocks(from_image, "inner", "outer")
+            + blocks(from_line, "outer", "blocks"),
             4,
         )
     )
@@ -165,6 +183,12 @@ def {name}(
     # wl: a strip's line (a padded row and a spare block); wr: a ring row (whole blocks).
     wl = wpc + {block}
     wr = (wc + {block} - 1) // {block} * {block}
+    # A row's blocks; those from `inner` to `outer` read only image values (_row_pass), whose
+    # span is the row kernel's reach (nx - 1 taps, `channels` values apart).
+    blocks = (wc + {block} - 1) // {block}
+    span = (nx - 1) * channels + {block}
+    inner = T.min((left + {block} - 1) // {block}, blocks)
+    outer = T.min(T.max(inner, (wc + left - span) // {block} + 1), blocks)
     for s in T.parallel(strips):
         rsums = T.alloc_buffer(({block},), "{ring}", scope="local")
         csums = T.alloc_buffer(({block},), "{column}", scope="local")
@@ -236,7 +260,7 @@ def source(finish: str, ring: str, column: str, taps: tuple[int, int] | None) ->
         weight = "" if ones else "ky[{t}]"
         value = f"ring[offsets[s * ny + ({{t}})] + xo * {BLOCK} + i]"
         block = block_sums(
-            f"out[y, xo * {BLOCK} + i] = {_STORE[finish].format(v='sums[i]')}",
+            f"out[y, xo * {BLOCK} + i] = {_STORE[finish].format(v='sums[i]', column=column)}",
             value,
             weight,
             taps[1] if taps else "ny",
@@ -252,7 +276,7 @@ def source(finish: str, ring: str, column: str, taps: tuple[int, int] | None) ->
             column=column,
             column_block=indent(block, 4),
             column_tail=tail,
-            store_tail=_STORE[finish].format(v="sums[0]"),
+            store_tail=_STORE[finish].format(v="sums[0]", column=column),
         )
     text = _SOURCE.format(
         name=name,
@@ -270,7 +294,7 @@ def source(finish: str, ring: str, column: str, taps: tuple[int, int] | None) ->
         before_row=indent(before, 12),
         column_pass=indent(after, 12),
     )
-    return name, inline(text, ("y0", "y1", "wl", "wr", "sums"))
+    return name, inline(text, ("y0", "y1", "wl", "wr", "sums", "blocks", "span", "inner", "outer"))
 
 
 def _smallest(bound: int, signed: bool) -> str:
@@ -281,14 +305,22 @@ def _smallest(bound: int, signed: bool) -> str:
     return "int32"
 
 
-def sum_types(kernel_x, kernel_y) -> tuple[str, str]:
+def sum_types(kernel_x, kernel_y, slack: int = 0) -> tuple[str, str]:
     """The smallest integer types that hold every partial row sum and every partial column sum
-    of uint8 values by these weights (16-bit lanes: twice the values a vector, and cheaper
-    multiplies)."""
+    of uint8 values by these weights, the column sums plus `slack` (16-bit lanes: twice the
+    values a vector, and cheaper multiplies)."""
     kx, ky = np.asarray(kernel_x, np.int64), np.asarray(kernel_y, np.int64)
     rows = 255 * int(np.abs(kx).sum())
     signed = bool((kx < 0).any() or (ky < 0).any())
-    return _smallest(rows, signed), _smallest(rows * int(np.abs(ky).sum()), signed)
+    return _smallest(rows, signed), _smallest(rows * int(np.abs(ky).sum()) + slack, signed)
+
+
+def _common_shift(weights: np.ndarray, most: int) -> int:
+    """The largest k <= `most` such that 2^k divides every one of the integer `weights`."""
+    k = 0
+    while k < most and not np.any(np.mod(weights, 2 ** (k + 1))):
+        k += 1
+    return k
 
 
 def separable(
@@ -326,6 +358,7 @@ def separable(
     out = np.empty(image.shape, FINISH[finish])
     if not image.size:
         return out
+    p0, p1 = plan.finishing or (p0, p1)
     (h, w), wc = image.shape[:2], image.shape[1] * channels
     run_host_kernel(
         plan.name,
@@ -356,6 +389,7 @@ class _Plan(NamedTuple):
     column: np.dtype
     running: bool  # a running column sum (the kernel's csum rows)
     strips: int
+    finishing: tuple[int, int] | None  # (p0, p1) the plan sets (the gaussian's)
 
 
 @functools.lru_cache(maxsize=64)
@@ -372,6 +406,8 @@ def _plan(shape, channels, kx, ky, anchor, border, finish) -> _Plan:
         raise InputError("separable: expected non-empty kernels, of integers for uint8 images")
     if finish.startswith("box") and not (np.all(kx == 1) and np.all(ky == 1)):
         raise InputError("separable: a box's kernels are ones")
+    if finish == "gaussian" and (np.any(kx < 0) or np.any(ky < 0)):
+        raise InputError("separable: a gaussian's fixed-point weights are >= 0")
     (h, w), (ax, ay) = shape, anchor
     if not (0 <= ax < kx.size and 0 <= ay < ky.size):
         raise InputError(
@@ -385,14 +421,22 @@ def _plan(shape, channels, kx, ky, anchor, border, finish) -> _Plan:
         rows, values = padded_maps(shape, channels, (ky.size, kx.size), anchor, border)
     except ValueError as err:
         raise InputError(f"separable: {err}") from err
+    finishing = None  # the gaussian's (p0, p1): its rounding and shift
+    if finish == "gaussian":  # 8 + 8 fractional bits, less the powers of two the weights share
+        sx, sy = _common_shift(kx, 8), _common_shift(ky, 8)
+        kx, ky = kx / 2**sx, ky / 2**sy
+        shift = 16 - sx - sy
+        finishing = (1 << shift >> 1, shift)
     if finish == "box_float32":
         ring, column = "float64", "float64"
+    elif floats:
+        ring, column = "float32", "float32"
     else:
-        ring, column = ("float32", "float32") if floats else sum_types(kx, ky)
+        ring, column = sum_types(kx, ky, finishing[0] if finishing else 0)
     static = (kx.size, ky.size) if max(kx.size, ky.size) <= STATIC_TAPS else None
     name, text = source(finish, ring, column, static)
     weight = np.float32 if floats else np.int32
     tables = host_tensors(rows, values, kx.astype(weight), ky.astype(weight))
     strips = max(1, min(MAX_STRIPS, h // max(ky.size, 8)))
     running = name.endswith("_running")
-    return _Plan(name, text, tables, np.dtype(ring), np.dtype(column), running, strips)
+    return _Plan(name, text, tables, np.dtype(ring), np.dtype(column), running, strips, finishing)

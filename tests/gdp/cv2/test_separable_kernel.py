@@ -18,7 +18,18 @@ from gdp.runtime import separable
 from tests.gdp.cv2.one_thread import run_on_one_thread
 
 BORDERS = [real.BORDER_CONSTANT, real.BORDER_REPLICATE, real.BORDER_REFLECT, real.BORDER_DEFAULT]
-SHAPES = [(1, 1), (3, 4), (9, 12, 3), (40, 50, 3), (33, 70, 4), (100, 129), (131, 67, 2)]
+# (29, 263, 3): rows of blocks that read the image itself between blocks at either end that
+# read the strip's line (separable._row_pass).
+SHAPES = [
+    (1, 1),
+    (3, 4),
+    (9, 12, 3),
+    (40, 50, 3),
+    (33, 70, 4),
+    (100, 129),
+    (131, 67, 2),
+    (29, 263, 3),
+]
 # (width, height): longer than 31 taps, or larger than the smaller images; and short ones (a
 # kernel of their tap counts, separable.STATIC_TAPS).
 GAUSSIAN_SIZES = [(33, 33), (45, 9), (1, 35), (5, 5), (3, 7), (9, 9)]
