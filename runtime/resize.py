@@ -15,10 +15,14 @@ tap of its column pass a lane at a time from the whole image, and was not OpenCV
 How, as OpenCV: output rows are split into strips; each strip keeps the horizontal pass of the
 source rows its output rows read, in two slots (row mod 2: the rows an output row reads are
 consecutive), computed when a row first comes and reused by the next output rows that read it,
-so each source row an output row needs is resampled once. The horizontal pass reads each output
-pixel's two source pixels as one load of 2 * channels bytes (the right border's pixel, OpenCV's
-(w - 1, w - 1) pair of weights (2^11, 0), is read as (w - 2, w - 1) with (0, 2^11)), 16 pixels a
-step, their channels split by shuffles. Each output row then weighs its two slots as vectors.
+so each source row an output row needs is resampled once, and kept as S >> 4 in 16 bits. With
+AVX-512 VBMI the horizontal pass picks each 32 output values' pairs of source bytes from a
+128-byte window of the row by one byte permute and sums them by one 16-bit multiply-add
+(_horizontal_permuted; for downscales by up to about 4, where the window holds them); else it
+reads each output pixel's two source pixels as one load of 2 * channels bytes (the right
+border's pixel, OpenCV's (w - 1, w - 1) pair of weights (2^11, 0), is read as (w - 2, w - 1)
+with (0, 2^11)), 16 pixels a step, their channels split by shuffles. Each output row then
+weighs its two slots as 16-bit vectors (vpmulhw: OpenCV's v_mul_hi).
 """
 
 from __future__ import annotations
@@ -34,6 +38,10 @@ BITS = 11  # the horizontal weights' fixed point
 # Output pixels a step of the horizontal pass, output elements a step of the vertical.
 PIXELS = 16
 LANES = 16
+# Output values a step of the permuted horizontal pass (_horizontal_permuted): the 64 bytes of
+# their pairs of source bytes, picked from a window of WINDOW bytes of the source row.
+STEP = 32
+WINDOW = 128
 # Output values per strip at least, and strips at most.
 STRIP_VALUES = 1 << 15
 MAX_STRIPS = 16
@@ -46,26 +54,33 @@ def {name}(
     img_handle: T.handle,
     out_handle: T.handle,
     xtab_handle: T.handle,
+    vtab_handle: T.handle,
+    vidx_handle: T.handle,
     ytab_handle: T.handle,
     buf_handle: T.handle,
     tags_handle: T.handle,{mean_arg}
     wc: T.int32,
     width: T.int32,
     height: T.int32,{scale_arg}
+    vectors: T.int32,
     strips: T.int32,
 ):
     T.func_attr({{"global_symbol": "{name}", "tir.noalias": True}})
     size = T.int32()
     out_size = T.int32()
     xsize = T.int32()
+    vsize = T.int32()
+    isize = T.int32()
     ysize = T.int32()
     bsize = T.int32()
     tsize = T.int32()
     img = T.match_buffer(img_handle, (size,), "uint8", align=1)
     out = T.match_buffer(out_handle, (out_size,), "{out_dtype}", align=1)
     xtab = T.match_buffer(xtab_handle, (xsize,), "int32", align=4)
+    vtab = T.match_buffer(vtab_handle, (vsize,), "int32", align=4)
+    vidx = T.match_buffer(vidx_handle, (isize,), "int8", align=1)
     ytab = T.match_buffer(ytab_handle, (ysize,), "int32", align=4)
-    buf = T.match_buffer(buf_handle, (bsize,), "int32", align=4)
+    buf = T.match_buffer(buf_handle, (bsize,), "int16", align=2)
     tags = T.match_buffer(tags_handle, (tsize,), "int32", align=4){mean_buffer}
     for s in T.parallel(strips):
         tags[s * 2] = -1
@@ -79,10 +94,68 @@ def {name}(
 """
 
 # The slot of row tap {t} of output row y: the horizontal pass of its source row, in the
-# strip's buffer (width * channels int32).
+# strip's buffer (width * channels int16: _short).
 _SLOT = "(s * 2 + ytab[y * 4 + {t}] % 2) * width * {c}"
+
+
+def _short(value: str, lanes: int = 1) -> str:
+    """A horizontal sum S (at most 255 * 2^11; `lanes` of them) as the row buffer keeps it:
+    S >> 4, the first step of OpenCV's vertical pass, which fits 16 bits (the vertical pass
+    then multiplies 16-bit lanes)."""
+    if lanes == 1:
+        return f'T.Cast("int16", T.shift_right({value}, 4))'
+    return f'T.Cast("int16x{lanes}", T.shift_right({value}, T.Broadcast(4, {lanes})))'
+
+
 # Source row ytab[y, t]'s offset.
 _ROW = "ytab[y * 4 + t] * wc"
+
+
+def _pixel_sum(c: int, x: str, k: str) -> str:
+    """The horizontal sum of channel `k` of output pixel `x` of source row ytab[y, t], alone."""
+    first = f"{_ROW} + xtab[{x}] + {k}"
+    return (
+        f'T.Cast("int32", img[{first}]) * xtab[width + {x}]'
+        f' + T.Cast("int32", img[{first} + {c}]) * xtab[2 * width + {x}]'
+    )
+
+
+def _horizontal_permuted(c: int) -> str:
+    """The horizontal pass of source row ytab[y, t] into its slot with AVX-512 VBMI, STEP
+    output values a step: the 128 bytes of the row from the step's first source byte (vtab's
+    bases) as two vectors, from which one byte permute (vpermi2b, by the step's 64 byte
+    indices in vidx) picks each value's two source bytes as a pair; widened to 16 bits, the
+    pairs times their pairs of weights (vtab: each value's w0 | w1 << 16), summed by a
+    multiply-add (vpmaddwd). `vectors` counts the steps whose 128 bytes lie inside the row
+    (Plan); the rest one by one. (The loads of each pixel's two source pixels and the shuffles
+    that split their channels took 2.5 times as long.)"""
+    slot = _SLOT.format(t="t", c=c)
+    n = f"width * {c}"
+    window = f"img[T.Ramp({_ROW} + vtab[{n} + xo], 1, 64)]"
+    picked = (
+        'T.call_llvm_pure_intrin("int8x64", "llvm.x86.avx512.vpermi2var.qi.512",'
+        f' T.reinterpret("int8x64", {window}), vidx[T.Ramp(xo * 64, 1, 64)],'
+        f' T.reinterpret("int8x64", {window.replace(" + vtab", " + 64 + vtab")}))'
+    )
+    halves = []
+    for half in range(2):
+        lanes = ", ".join(str(half * 32 + i) for i in range(32))
+        weights = f"vtab[T.Ramp(xo * {STEP} + {half * 16}, 1, 16)]"
+        sums = (
+            'T.call_llvm_pure_intrin("int32x16", "llvm.x86.avx512.pmaddw.d.512",'
+            f' T.Shuffle([wide], [{lanes}]), T.reinterpret("int16x32", {weights}))'
+        )
+        halves.append(
+            f"buf[T.Ramp({slot} + xo * {STEP} + {half * 16}, 1, 16)] = {_short(sums, 16)}\n"
+        )
+    scalar = _pixel_sum(c, f"j // {c}", f"j % {c}")
+    return (
+        "for xo in range(vectors):\n"
+        + f'    wide: T.let = T.Cast("int16x64", T.reinterpret("uint8x64", {picked}))\n'
+        + indent("".join(halves), 4)
+        + f"for j in range(vectors * {STEP}, {n}):\n"
+        + f"    buf[{slot} + j] = {_short(scalar)}\n"
+    )
 
 
 def _horizontal(c: int) -> str:
@@ -110,37 +183,37 @@ def _horizontal(c: int) -> str:
     else:
         picks = ", ".join(str(k * PIXELS + i) for i in range(PIXELS) for k in range(c))
         store = f"T.Shuffle([{', '.join(sums)}], [{picks}])"
-    scalar = (
-        f'T.Cast("int32", img[{_ROW} + xtab[x] + k]) * xtab[width + x]'
-        f' + T.Cast("int32", img[{_ROW} + xtab[x] + {c} + k]) * xtab[2 * width + x]'
-    )
+    scalar = _pixel_sum(c, "x", "k")
     return (
         f"for xo in range(width // {PIXELS}):\n"
         f"    pairs: T.let = {pairs}\n"
-        f"    buf[T.Ramp({slot} + xo * {PIXELS * c}, 1, {PIXELS * c})] = {store}\n"
+        f"    buf[T.Ramp({slot} + xo * {PIXELS * c}, 1, {PIXELS * c})] ="
+        f" {_short(store, PIXELS * c)}\n"
         f"for x in range(width // {PIXELS} * {PIXELS}, width):\n"
         f"    for k in range({c}):\n"
-        f"        buf[{slot} + x * {c} + k] = {scalar}\n"
+        f"        buf[{slot} + x * {c} + k] = {_short(scalar)}\n"
     )
 
 
 def _level(c: int, element: str) -> str:
-    """The output level (int32 in [0, 255]) of element `element` of row y: OpenCV's vector
+    """The output level (int16 in [0, 255]) of element `element` of row y: OpenCV's vector
     formula (v_mul_hi of S >> 4 by the 16-bit weight, then a rounding shift by 2)."""
     terms = " + ".join(
-        f"((buf[{_SLOT.format(t=t, c=c)} + {element}] >> 4) * ytab[y * 4 + {2 + t}] >> 16)"
+        f'T.Cast("int16", T.Cast("int32", buf[{_SLOT.format(t=t, c=c)} + {element}])'
+        f' * T.Cast("int32", T.Cast("int16", ytab[y * 4 + {2 + t}])) >> 16)'
         for t in range(2)
     )
     return f"T.min(T.max(({terms} + 2) >> 2, 0), 255)"
 
 
 @functools.cache
-def source(channels: int, blob: bool, swap_rb: bool) -> tuple[str, str]:
+def source(channels: int, blob: bool, swap_rb: bool, permuted: bool) -> tuple[str, str]:
     """(name, TVMScript) of the kernel for `channels`-channel images; `blob`: blobFromImage's
     finish, float32 (level - mean[c]) * scale into plane c (the first three mirrored for
-    `swap_rb`), else uint8 levels interleaved like the source's."""
+    `swap_rb`), else uint8 levels interleaved like the source's; `permuted`: the horizontal
+    pass by byte permutes (_horizontal_permuted)."""
     c = channels
-    name = f"resize_linear_u8_c{c}"
+    name = f"resize_linear_u8_c{c}" + ("_permuted" if permuted else "")
     if not blob:
         store = f'out[y * width * {c} + {{x}}] = T.Cast("uint8", {_level(c, "{x}")})\n'
         finish = columns(store, "0", f"width * {c}", LANES)
@@ -166,7 +239,7 @@ def source(channels: int, blob: bool, swap_rb: bool) -> tuple[str, str]:
         mean_arg=mean_arg,
         mean_buffer=mean_buffer,
         scale_arg=scale_arg,
-        horizontal=indent(_horizontal(c), 20),
+        horizontal=indent((_horizontal_permuted if permuted else _horizontal)(c), 20),
         finish=indent(finish, 12),
     )
     return name, text
@@ -199,26 +272,62 @@ class Plan:
         self.xtab = np.concatenate([first * channels, weights[:, 0], weights[:, 1]]).astype(
             np.int32
         )
+        self._permutes(first * channels, weights, channels, w * channels)
         rows, row_weights = resize_tables.linear_rows_opencv(h, full_height, sy)
         table = np.concatenate([rows, row_weights], axis=1)[top : top + height]
         self.ytab = np.ascontiguousarray(table, np.int32).reshape(-1)
+
+    def _permutes(self, offsets, weights, channels: int, row: int) -> None:
+        """The tables of _horizontal_permuted: vtab (each output value's pair of weights,
+        then each step's first source byte), vidx (each step's byte indices into its window,
+        two a value), `vectors` (the steps whose window lies inside the row); `permutes`:
+        whether every step's source bytes fit in its window (not for downscales by about 4
+        or more: those take _horizontal)."""
+        first = (offsets[:, None] + np.arange(channels)).reshape(-1)  # each value's byte
+        pairs = np.repeat(weights[:, 0] | (weights[:, 1] << 16), channels)
+        count = first.size
+        steps = -(-count // STEP)
+        padded = np.concatenate([first, np.full(steps * STEP - count, first[-1])])
+        # A window starts at its step's first byte, or ends with the row (it reads no further)
+        bases = np.minimum(padded.reshape(steps, STEP).min(axis=1), max(row - WINDOW, 0))
+        picks = np.stack([padded, padded + channels], axis=1).reshape(steps, STEP * 2)
+        picks = picks - bases[:, None]
+        self.permutes = bool(row >= WINDOW and picks.min() >= 0 and picks.max() < WINDOW)
+        self.vidx = (picks if self.permutes else np.zeros(1)).astype(np.int8).reshape(-1)
+        self.vtab = np.concatenate([pairs, bases]).astype(np.int32)
+        self.vectors = count // STEP  # the last step's values past the row are not the row's
 
 
 def _run(image: np.ndarray, plan: Plan, out: np.ndarray, blob: bool, swap_rb, extra) -> None:
     from gdp.runtime.backends.tvm.kernels import run_host_kernel
     from gdp.runtime.workspace import scratch
 
-    name, text = source(plan.channels, blob, bool(swap_rb))
+    permuted = plan.permutes and vbmi()
+    name, text = source(plan.channels, blob, bool(swap_rb), permuted)
     values = plan.height * plan.width * plan.channels
     strips = max(1, min(MAX_STRIPS, plan.height, values // STRIP_VALUES))
-    buf = scratch("resize_rows", strips * 2 * plan.width * plan.channels, np.int32)
+    buf = scratch("resize_rows", strips * 2 * plan.width * plan.channels, np.int16)
     tags = scratch("resize_tags", strips * 2, np.int32)
     flat = np.ascontiguousarray(image).reshape(-1)
     mean, scale = extra if blob else ((), ())
     run_host_kernel(
-        name, text, flat, out.reshape(-1), plan.xtab, plan.ytab, buf, tags, *mean,
-        plan.w * plan.channels, plan.width, plan.height, *scale, strips,
+        name, text, flat, out.reshape(-1), plan.xtab, plan.vtab, plan.vidx, plan.ytab, buf, tags,
+        *mean,
+        plan.w * plan.channels, plan.width, plan.height, *scale, plan.vectors, strips,
     )  # fmt: skip
+
+
+@functools.cache
+def vbmi() -> bool:
+    """Whether this CPU has AVX-512 BW and VBMI (vpermi2b: a byte permute over two vectors)."""
+    from tvm.target import codegen
+
+    from gdp.runtime.backends.tvm.kernels import host_target
+
+    target = host_target()
+    return all(
+        codegen.target_has_features(f, target) for f in ("avx512f", "avx512bw", "avx512vbmi")
+    )
 
 
 def _check(image: np.ndarray, plan: Plan) -> None:

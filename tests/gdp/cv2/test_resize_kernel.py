@@ -1,8 +1,9 @@
 """uint8 INTER_LINEAR resize and uint8 blobFromImage run on the cpu target through
 gdp.runtime.resize's kernel, OpenCV's own arithmetic: equal to OpenCV bit for bit at random
 sizes (down and up on either axis, 2 pixels wide, one row, a last strip of one row), 1-4
-channels, fx/fy, views, dst; blobs with every option; both thread counts; what the kernel
-refuses."""
+channels, fx/fy, views, dst; blobs with every option; both thread counts; both horizontal
+passes (byte permutes, and loads of pixel pairs: for large downscales, and CPUs without
+AVX-512 VBMI); what the kernel refuses."""
 
 import cv2 as real
 import numpy as np
@@ -42,6 +43,17 @@ def _check_resizes(count=24, seed=0):
 
 def test_resizes_as_opencv():
     _check_resizes()
+
+
+def test_both_horizontal_passes(monkeypatch):
+    plans = [
+        resize.Plan(h, w, 3, width, height, w / width, h / height)
+        for (h, w), (width, height) in _pairs(24, 0)
+    ]
+    # The random pairs above run both: steps whose source bytes fit a window, and not.
+    assert {plan.permutes for plan in plans} == {True, False}
+    monkeypatch.setattr(resize, "vbmi", lambda: False)
+    _check_resizes(count=8, seed=2)
 
 
 def test_on_one_thread():
