@@ -87,7 +87,9 @@ _STORE = {
 }
 
 
-def _row_pass(row: str, src: str, ring: str, ones: bool, taps: tuple[int, int] | None) -> str:
+def _row_pass(
+    row: str, src: str, ring: str, ones: bool, taps: tuple[int, int] | None, mirrored: bool
+) -> str:
     """Padded row `row`'s row sums (in the ring's type: exact, as no partial sum leaves it)
     into ring slot row % ny, a block of values at a time as vectors. A block whose taps all
     fall inside the image row reads the row itself; the others (at the row's ends) read the
@@ -110,6 +112,7 @@ def _row_pass(row: str, src: str, ring: str, ones: bool, taps: tuple[int, int] |
             taps[0] if taps else "nx",
             ring,
             BLOCK,
+            mirrored=mirrored,
         )
         return f"for xo in range({first}, {stop}):\n" + indent(block, 4)
 
@@ -243,15 +246,18 @@ def _running_columns(column: str, store: str) -> tuple[str, str]:
 
 
 @functools.cache
-def source(finish: str, ring: str, column: str, taps: tuple[int, int] | None) -> tuple[str, str]:
+def source(
+    finish: str, ring: str, column: str, taps: tuple[int, int] | None, mirrored: bool = False
+) -> tuple[str, str]:
     """(name, TVMScript) of the kernel ending in `finish` (a key of FINISH), whose row sums
     are `ring` and column sums `column` values (int16, uint16 or int32: sum_types), for
     kernels of any length, or of `taps` (row, column) taps only: each block's sums one
-    expression (STATIC_TAPS)."""
+    expression (STATIC_TAPS); `mirrored` (with taps, integer weights each the same read
+    backwards, as a gaussian's): each pair of taps summed before its multiply."""
     src = "float32" if finish in FLOAT_FINISHES else "uint8"
     name = f"separable_{src}_{finish}_{ring}_{column}"
     if taps:
-        name += f"_{taps[0]}x{taps[1]}"
+        name += f"_{taps[0]}x{taps[1]}" + ("_mirrored" if mirrored else "")
     ones = finish.startswith("box")  # a box's weights are all 1: no multiplies
     if ones and not taps:  # a long box: its column sums run (RUNNING)
         name += "_running"
@@ -266,6 +272,7 @@ def source(finish: str, ring: str, column: str, taps: tuple[int, int] | None) ->
             taps[1] if taps else "ny",
             column,
             BLOCK,
+            mirrored=mirrored,
         )
         tail = f'T.Cast("{column}", ring[offsets[s * ny + t] + x])' + (
             "" if ones else f' * T.Cast("{column}", ky[t])'
@@ -289,8 +296,8 @@ def source(finish: str, ring: str, column: str, taps: tuple[int, int] | None) ->
         column=column,
         block=BLOCK,
         max_strips=MAX_STRIPS,
-        first_rows=indent(_row_pass("y0 + r", src, ring, ones, taps), 12),
-        next_row=indent(_row_pass("y + ny - 1", src, ring, ones, taps), 12),
+        first_rows=indent(_row_pass("y0 + r", src, ring, ones, taps, mirrored), 12),
+        next_row=indent(_row_pass("y + ny - 1", src, ring, ones, taps, mirrored), 12),
         before_row=indent(before, 12),
         column_pass=indent(after, 12),
     )
@@ -434,7 +441,10 @@ def _plan(shape, channels, kx, ky, anchor, border, finish) -> _Plan:
     else:
         ring, column = sum_types(kx, ky, finishing[0] if finishing else 0)
     static = (kx.size, ky.size) if max(kx.size, ky.size) <= STATIC_TAPS else None
-    name, text = source(finish, ring, column, static)
+    # A gaussian's weights are the same read backwards: half the multiplies
+    symmetric = np.all(kx == kx[::-1]) and np.all(ky == ky[::-1])
+    mirrored = bool(finish == "gaussian" and static and symmetric)
+    name, text = source(finish, ring, column, static, mirrored)
     weight = np.float32 if floats else np.int32
     tables = host_tensors(rows, values, kx.astype(weight), ky.astype(weight))
     strips = max(1, min(MAX_STRIPS, h // max(ky.size, 8)))

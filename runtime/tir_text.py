@@ -74,12 +74,37 @@ def tap_sums(value: str, weight: str, first: str, count: int, kind: str) -> str:
     return " + ".join(["sums[i]", *terms])
 
 
+def mirrored_sums(value: str, weight: str, count: int, kind: str) -> str:
+    """The `count` taps' weighted sum of tap_sums for weights the same read backwards: each
+    pair of taps t and count - 1 - t added first, then times their weight (half the
+    multiplies; the same integer sums)."""
+    terms = []
+    for t in range((count + 1) // 2):
+        pair = f'T.Cast("{kind}", {value.format(t=t)})'
+        if count - 1 - t != t:
+            pair = f'({pair} + T.Cast("{kind}", {value.format(t=count - 1 - t)}))'
+        terms.append(f'{pair} * T.Cast("{kind}", {weight.format(t=t)})')
+    return " + ".join(terms)
+
+
 def block_sums(
-    store: str, value: str, weight: str, count: str | int, kind: str, block: int, start: str = ""
+    store: str,
+    value: str,
+    weight: str,
+    count: str | int,
+    kind: str,
+    block: int,
+    start: str = "",
+    mirrored: bool = False,
 ) -> str:
     """TVMScript of one block's sums (the buffer `sums`, of type `kind`, `block` values) over
     `count` taps from `start` (else 0): GROUP taps an expression, the rest one by one, then
-    `store` (over sums[i]). A constant `count` (an int) is one expression, stored at once."""
+    `store` (over sums[i]). A constant `count` (an int) is one expression, stored at once;
+    `mirrored` (integer weights the same read backwards, a constant count): mirrored_sums."""
+    if mirrored:
+        assert isinstance(count, int) and weight and not start, "mirrored: a constant count"
+        taps = mirrored_sums(value, weight, count, kind)
+        return f"for i in T.vectorized({block}):\n    {store.replace('sums[i]', f'({taps})')}\n"
     if isinstance(count, int):
         taps = tap_sums(value, weight, "0", count, kind).replace(
             "sums[i]", start or f"T.{kind}(0)", 1
