@@ -68,6 +68,8 @@ def test_a_call_runs_where_the_table_says(opencv_calls, photo):
                 "GaussianBlur": {"480p": _slower(), "1080p": _slower(1.0, 2.0)},
                 "cvtColor:6": {"480p": _slower()},  # COLOR_BGR2GRAY
                 "cvtColor:40": {"480p": _slower(1.0, 2.0)},  # COLOR_BGR2HSV
+                "warpAffine:0": {"480p": _slower()},  # INTER_NEAREST, with or without
+                # WARP_INVERSE_MAP
             }
         )
     )
@@ -90,6 +92,11 @@ def test_a_call_runs_where_the_table_says(opencv_calls, photo):
     hsv = cv2.cvtColor(photo, code=real.COLOR_BGR2HSV)
     np.testing.assert_array_equal(hsv, real.cvtColor(photo, real.COLOR_BGR2HSV))
     assert opencv_calls == ["GaussianBlur", "cvtColor"]
+    matrix = np.array([[0.9, 0.1, 5], [-0.1, 0.9, 7]])
+    for flags in (real.INTER_NEAREST | real.WARP_INVERSE_MAP, real.INTER_LINEAR):
+        got = cv2.warpAffine(photo, matrix, (640, 480), flags=flags)
+        np.testing.assert_array_equal(got, real.warpAffine(photo, matrix, (640, 480), flags=flags))
+    assert opencv_calls == ["GaussianBlur", "cvtColor", "warpAffine"]
     where = cv2.accelerated()
     assert where["GaussianBlur"] == {"240p": "gdp", "480p": "opencv", "1080p": "gdp", "4k": "gdp"}
     assert where["cvtColor"]["480p"] == "opencv for code=6"
