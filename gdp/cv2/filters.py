@@ -683,7 +683,7 @@ def medianBlur(src, ksize, dst=None):
         raise common.NotAccelerated(
             "only ksize 3 and 5 on uint8, uint16 and float32 are accelerated"
         )
-    if dtype == np.uint8 and common.on_host(src):
+    if common.on_host(src):
         # gdp.runtime.median's kernel: the same network in registers, for every size
         from gdp.runtime.median import median_blur
 

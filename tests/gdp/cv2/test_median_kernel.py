@@ -1,8 +1,8 @@
-"""medianBlur of uint8 images (ksize 3 and 5) runs on the cpu target through
-gdp.runtime.median's kernel: equal to OpenCV at sizes that put the row's vector steps, its
-border values and the strips anywhere (rows narrower than a step, one row, one column),
-1, 3 and 4 channels, few levels (ties everywhere) and a photo; views and dst; both thread
-counts; and the sorting networks against NumPy's median."""
+"""medianBlur of uint8, uint16 and float32 images (ksize 3 and 5) runs on the cpu target
+through gdp.runtime.median's kernel: equal to OpenCV at sizes that put the row's vector steps
+(64, 32 and 16 values), its border values and the strips anywhere (rows narrower than a step,
+one row, one column), 1, 3 and 4 channels, few levels (ties everywhere) and a photo; views and
+dst; both thread counts; and the sorting networks against NumPy's median."""
 
 import cv2 as real
 import numpy as np
@@ -15,7 +15,20 @@ from gdp.ops.sorting_network import median_window
 from gdp.runtime import median
 from tests.gdp.cv2.one_thread import run_on_one_thread
 
-SIZES = [(1, 1), (1, 9), (9, 1), (2, 3), (5, 5), (3, 67), (7, 68), (33, 130), (301, 517)]
+SIZES = [(1, 1), (1, 9), (9, 1), (2, 3), (5, 5), (7, 17), (4, 35), (3, 67), (7, 68), (33, 130)]
+SIZES += [(301, 517)]
+DTYPES = [np.uint8, np.uint16, np.float32]
+
+
+def _random(rng, shape, levels: int, dtype):
+    """`levels` values (ties everywhere when few) spread over the type's range; float32 ones
+    signed, not whole."""
+    values = rng.integers(0, levels, shape)
+    if dtype == np.uint16:
+        return (values * (65535 // (levels - 1))).astype(np.uint16)
+    if dtype == np.float32:
+        return ((values - levels / 2) * np.float32(0.37)).astype(np.float32)
+    return values.astype(np.uint8)
 
 
 def _evaluate(wire, values, memo):
@@ -37,20 +50,23 @@ def test_networks_are_medians(ksize):
         np.testing.assert_array_equal(got, np.median(np.stack(values), axis=0))
 
 
-def _check_sizes(ksizes=(3, 5), sizes=SIZES):
+def _check_sizes(ksizes=(3, 5), sizes=SIZES, dtypes=DTYPES):
     cv2.clear_cache()
     rng = np.random.default_rng(0)
-    for ksize in ksizes:
-        for channels in (1, 3, 4):
-            for h, w in sizes:
-                shape = (h, w, channels) if channels > 1 else (h, w)
-                for levels in (4, 256):
-                    image = rng.integers(0, levels, shape, np.uint8)
-                    np.testing.assert_array_equal(
-                        cv2.medianBlur(image, ksize),
-                        real.medianBlur(image, ksize),
-                        err_msg=str((ksize, shape, levels)),
-                    )
+    for dtype in dtypes:
+        for ksize in ksizes:
+            for channels in (1, 3, 4):
+                for h, w in sizes:
+                    shape = (h, w, channels) if channels > 1 else (h, w)
+                    for levels in (4, 256):
+                        image = _random(rng, shape, levels, dtype)
+                        got = cv2.medianBlur(image, ksize)
+                        assert got.dtype == dtype
+                        np.testing.assert_array_equal(
+                            got,
+                            real.medianBlur(image, ksize),
+                            err_msg=str((np.dtype(dtype).name, ksize, shape, levels)),
+                        )
     assert cv2.cache_info().programs == 0
 
 
@@ -62,7 +78,7 @@ def test_on_one_thread():
     run_on_one_thread(
         """
         from tests.gdp.cv2.test_median_kernel import _check_sizes
-        _check_sizes(sizes=[(3, 67), (33, 130)])
+        _check_sizes(sizes=[(7, 17), (3, 67), (33, 130)])
         """
     )
 
@@ -70,7 +86,9 @@ def test_on_one_thread():
 def test_photo_views_and_dst():
     bgr = real.resize(skimage.data.astronaut()[:, :, ::-1], (1920, 1080))
     gray = real.cvtColor(bgr, real.COLOR_BGR2GRAY)
-    for image in (gray, bgr, bgr[::-2, 3:700], gray[:, ::3]):
+    images = [gray, bgr, bgr[::-2, 3:700], gray[:, ::3]]
+    images += [gray.astype(np.uint16) * 257, bgr.astype(np.float32) / 255]
+    for image in images:
         for ksize in (3, 5):
             np.testing.assert_array_equal(
                 cv2.medianBlur(image, ksize), real.medianBlur(image, ksize)
@@ -83,5 +101,6 @@ def test_photo_views_and_dst():
 def test_kernel_refuses_what_it_does_not_take():
     with pytest.raises(InputError, match="ksize 3 or 5"):
         median.median_blur(np.zeros((4, 4), np.uint8), 7)
-    with pytest.raises(InputError, match="uint8"):
-        median.median_blur(np.zeros((4, 4), np.float32), 3)
+    for dtype in (np.int16, np.float64):
+        with pytest.raises(InputError, match="uint8, uint16 or float32"):
+            median.median_blur(np.zeros((4, 4), dtype), 3)
