@@ -52,10 +52,20 @@ def use_every_core() -> None:
     gdp.cv2 calls and users mix with gdp's; a spinning idle worker of either), and each process
     settled at random into one of two modes, gdp's kernels or OpenCV's calls 2x slower
     (1080p BGR2GRAY: 0.135 or 0.27 ms; OpenCV's 0.21 or 0.41 ms); unpinned, every process
-    ran both fast. Both are read by TVM when its pool starts, at the first parallel kernel."""
+    ran both fast.
+
+    And its idle workers asleep at once, unless the user asks (TVM_THREAD_POOL_SPIN_COUNT):
+    by default each spins 300000 rounds after a kernel, on a core that the next call of
+    another library (OpenCV's pool, a model's runtime) then shares. Calls interleaved with
+    gdp's, OpenCV's ran in 4 of 5 processes at half speed (1080p BGR2GRAY 0.40 against 0.20 ms,
+    GaussianBlur 5x5 1.41 against 0.63), in none with the workers asleep; gdp's own calls back
+    to back pay the workers' wake-up, 0-30 us a parallel kernel (1080p resize to a third 0.11 ->
+    0.13 ms, GaussianBlur 5x5 0.41 -> 0.43). All three are read by TVM when its pool starts, at
+    the first parallel kernel."""
     if "TVM_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in os.environ:
         os.environ["TVM_NUM_THREADS"] = str(physical_cores())
     os.environ.setdefault("TVM_BIND_THREADS", "0")
+    os.environ.setdefault("TVM_THREAD_POOL_SPIN_COUNT", "0")
 
 
 class TvmLlvmBackend(TvmBackend):
