@@ -271,9 +271,9 @@ def test_cpu_workers_are_not_pinned_unless_the_user_says(bind, tmp_path):
 def test_idle_workers_sleep_unless_told_to_spin(tmp_path, spin):
     """TVM's idle workers spin 300000 rounds by default after each kernel: more than 10 ms of
     a core, which the next call of another library (OpenCV's, a model's) then shares (OpenCV's
-    calls interleaved with gdp's ran at half speed). gdp lets them sleep at once unless
-    TVM_THREAD_POOL_SPIN_COUNT says otherwise: the CPU time the process spends while its one
-    thread of work sleeps, after each of 20 parallel kernels."""
+    calls interleaved with gdp's ran at half speed). gdp lets them sleep after about 150 us
+    unless TVM_THREAD_POOL_SPIN_COUNT says otherwise: the CPU time the process spends while its
+    one thread of work sleeps, after each of 20 parallel kernels (about 3 ms in all)."""
     import os
     import subprocess
     import sys
