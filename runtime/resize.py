@@ -126,9 +126,10 @@ def _horizontal_permuted(c: int) -> str:
     bases) as two vectors, from which one byte permute (vpermi2b, by the step's 64 byte
     indices in vidx) picks each value's two source bytes as a pair; widened to 16 bits, the
     pairs times their pairs of weights (vtab: each value's w0 | w1 << 16), summed by a
-    multiply-add (vpmaddwd). `vectors` counts the steps whose 128 bytes lie inside the row
-    (Plan); the rest one by one. (The loads of each pixel's two source pixels and the shuffles
-    that split their channels took 2.5 times as long.)"""
+    multiply-add (vpmaddwd). `vectors` counts the whole steps (Plan: every window lies inside
+    the row, the last ones ending with it); the last values one by one. (The loads of each
+    pixel's two source pixels and the shuffles that split their channels took 2.5 times as
+    long.)"""
     slot = _SLOT.format(t="t", c=c)
     n = f"width * {c}"
     window = f"img[T.Ramp({_ROW} + vtab[{n} + xo], 1, 64)]"
