@@ -53,6 +53,10 @@ MAX_STRIPS = 16
 # expression, kept in registers: twice as fast for a 5x5 blur); longer ones share one.
 STATIC_TAPS = 7
 MAX_VALUES = (1 << 31) - 1
+# OpenCV's fixed gaussian tables (sigma <= 0; 3, 5 and 7 taps), their powers of two divided
+# out: a gaussian of these weights on both axes gets them as constants in its kernel (a 3x3
+# blur's multiplies by 1 and 2 were a fifth of its time); other weights stay run-time inputs.
+FOLDED = frozenset({(1, 2, 1), (1, 4, 6, 4, 1), (1, 6, 15, 20, 15, 6, 1)})
 # The results the kernel is made for, and their types.
 FINISH = {
     "gaussian": "uint8",
@@ -88,7 +92,13 @@ _STORE = {
 
 
 def _row_pass(
-    row: str, src: str, ring: str, ones: bool, taps: tuple[int, int] | None, mirrored: bool
+    row: str,
+    src: str,
+    ring: str,
+    ones: bool,
+    taps: tuple[int, int] | None,
+    mirrored: bool,
+    folded: tuple[int, ...] | None,
 ) -> str:
     """Padded row `row`'s row sums (in the ring's type: exact, as no partial sum leaves it)
     into ring slot row % ny, a block of values at a time as vectors. A block whose taps all
@@ -98,7 +108,7 @@ def _row_pass(
     BLOCK values and writes past it into the ring row's spare values; neither is read after).
     Copying the whole row into the line took a fifth of a 5x5 GaussianBlur's time."""
     slot = f"s * ny * wr + ({row}) % ny * wr"
-    weight = "" if ones else "kx[{t}]"
+    weight = "" if ones else folded or "kx[{t}]"
     border = (
         f"line[s * wl + p] = T.Select(cols[p] < 0, T.{src}(0),"
         f" img[rows[{row}], T.max(cols[p], 0)])\n"
@@ -247,23 +257,33 @@ def _running_columns(column: str, store: str) -> tuple[str, str]:
 
 @functools.cache
 def source(
-    finish: str, ring: str, column: str, taps: tuple[int, int] | None, mirrored: bool = False
+    finish: str,
+    ring: str,
+    column: str,
+    taps: tuple[int, int] | None,
+    mirrored: bool = False,
+    folded: tuple[tuple[int, ...], tuple[int, ...]] | None = None,
 ) -> tuple[str, str]:
     """(name, TVMScript) of the kernel ending in `finish` (a key of FINISH), whose row sums
     are `ring` and column sums `column` values (int16, uint16 or int32: sum_types), for
     kernels of any length, or of `taps` (row, column) taps only: each block's sums one
     expression (STATIC_TAPS); `mirrored` (with taps, integer weights each the same read
-    backwards, as a gaussian's): each pair of taps summed before its multiply."""
+    backwards, as a gaussian's): each pair of taps summed before its multiply; `folded` (with
+    mirrored): the (row, column) weights as constants in the kernel, not read from kx and
+    ky (FOLDED)."""
     src = "float32" if finish in FLOAT_FINISHES else "uint8"
     name = f"separable_{src}_{finish}_{ring}_{column}"
     if taps:
         name += f"_{taps[0]}x{taps[1]}" + ("_mirrored" if mirrored else "")
+    if folded:
+        name += "".join("_w" + "x".join(map(str, w)) for w in folded)
     ones = finish.startswith("box")  # a box's weights are all 1: no multiplies
+    row_weights = folded[0] if folded else None
     if ones and not taps:  # a long box: its column sums run (RUNNING)
         name += "_running"
         before, after = _running_columns(column, _STORE[finish])
     else:
-        weight = "" if ones else "ky[{t}]"
+        weight = "" if ones else (folded[1] if folded else "ky[{t}]")
         value = f"ring[offsets[s * ny + ({{t}})] + xo * {BLOCK} + i]"
         block = block_sums(
             f"out[y, xo * {BLOCK} + i] = {_STORE[finish].format(v='sums[i]', column=column)}",
@@ -296,8 +316,8 @@ def source(
         column=column,
         block=BLOCK,
         max_strips=MAX_STRIPS,
-        first_rows=indent(_row_pass("y0 + r", src, ring, ones, taps, mirrored), 12),
-        next_row=indent(_row_pass("y + ny - 1", src, ring, ones, taps, mirrored), 12),
+        first_rows=indent(_row_pass("y0 + r", src, ring, ones, taps, mirrored, row_weights), 12),
+        next_row=indent(_row_pass("y + ny - 1", src, ring, ones, taps, mirrored, row_weights), 12),
         before_row=indent(before, 12),
         column_pass=indent(after, 12),
     )
@@ -444,7 +464,9 @@ def _plan(shape, channels, kx, ky, anchor, border, finish) -> _Plan:
     # A gaussian's weights are the same read backwards: half the multiplies
     symmetric = np.all(kx == kx[::-1]) and np.all(ky == ky[::-1])
     mirrored = bool(finish == "gaussian" and static and symmetric)
-    name, text = source(finish, ring, column, static, mirrored)
+    pair = (tuple(int(v) for v in kx), tuple(int(v) for v in ky))
+    folded = pair if mirrored and set(pair) <= FOLDED else None
+    name, text = source(finish, ring, column, static, mirrored, folded)
     weight = np.float32 if floats else np.int32
     tables = host_tensors(rows, values, kx.astype(weight), ky.astype(weight))
     strips = max(1, min(MAX_STRIPS, h // max(ky.size, 8)))

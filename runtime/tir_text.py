@@ -74,23 +74,27 @@ def tap_sums(value: str, weight: str, first: str, count: int, kind: str) -> str:
     return " + ".join(["sums[i]", *terms])
 
 
-def mirrored_sums(value: str, weight: str, count: int, kind: str) -> str:
+def mirrored_sums(value: str, weight: str | tuple[int, ...], count: int, kind: str) -> str:
     """The `count` taps' weighted sum of tap_sums for weights the same read backwards: each
     pair of taps t and count - 1 - t added first, then times their weight (half the
-    multiplies; the same integer sums)."""
+    multiplies; the same integer sums). `weight`: a template over {t}, or the weights as
+    constants (LLVM makes their multiplies shifts and adds)."""
     terms = []
     for t in range((count + 1) // 2):
         pair = f'T.Cast("{kind}", {value.format(t=t)})'
         if count - 1 - t != t:
             pair = f'({pair} + T.Cast("{kind}", {value.format(t=count - 1 - t)}))'
-        terms.append(f'{pair} * T.Cast("{kind}", {weight.format(t=t)})')
+        if isinstance(weight, str):
+            terms.append(f'{pair} * T.Cast("{kind}", {weight.format(t=t)})')
+        else:
+            terms.append(pair if weight[t] == 1 else f"{pair} * T.{kind}({weight[t]})")
     return " + ".join(terms)
 
 
 def block_sums(
     store: str,
     value: str,
-    weight: str,
+    weight: str | tuple[int, ...],
     count: str | int,
     kind: str,
     block: int,
@@ -100,7 +104,8 @@ def block_sums(
     """TVMScript of one block's sums (the buffer `sums`, of type `kind`, `block` values) over
     `count` taps from `start` (else 0): GROUP taps an expression, the rest one by one, then
     `store` (over sums[i]). A constant `count` (an int) is one expression, stored at once;
-    `mirrored` (integer weights the same read backwards, a constant count): mirrored_sums."""
+    `mirrored` (integer weights the same read backwards, a constant count): mirrored_sums, whose
+    `weight` may be the weights themselves."""
     if mirrored:
         assert isinstance(count, int) and weight and not start, "mirrored: a constant count"
         taps = mirrored_sums(value, weight, count, kind)
