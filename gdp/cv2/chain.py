@@ -40,6 +40,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from gdp import environ
 from gdp.cv2 import common, dispatch
 
 # Timed runs of each way (after one to warm it up) when a chain chooses.
@@ -64,10 +65,8 @@ class Chain:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *images):
-        from gdp.api import default_target
-
         arrays = [common.image("chain", a, f"argument {i}") for i, a in enumerate(images)]
-        target = default_target().name
+        target = environ.default_target().name
         layout = (tuple((a.dtype.str, a.shape[2:]) for a in arrays), target)
         key = (layout, tuple(a.shape for a in arrays)) if layout in self._static else layout
         model = self._models.get(key)

@@ -299,18 +299,14 @@ def on_host(*arrays, out_bytes: int = 0) -> bool:
     (warp, lookup, histogram, nearest, moments, blend, morph, Canny's levels, filter2d,
     separable): on arrays under 2 GB (and an output of `out_bytes`), on the cpu target (other
     targets run the compiled program on their chip)."""
-    from gdp.api import default_target
-
     for a in arrays:  # a loop, not any(generator): this runs on every eager call
         if (type(a) is not np.ndarray and is_tensor(a)) or a.nbytes >= HOST_KERNEL_BYTES:
             return False
-    return out_bytes < HOST_KERNEL_BYTES and default_target().name == "cpu"
+    return out_bytes < HOST_KERNEL_BYTES and environ.default_target().name == "cpu"
 
 
 def tvm_target() -> bool:
     """Whether the current target compiles through TVM (cpu, gpu), which takes ops that ONNX
     Runtime (the reference target) or opset 13 (the NPU's) lack: 16-bit integer min and max,
     ScatterND's reduction. Programs that use them pass it as a structural parameter."""
-    from gdp.api import default_target
-
-    return default_target().backend.startswith("tvm")
+    return environ.default_target().backend.startswith("tvm")

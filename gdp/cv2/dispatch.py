@@ -216,19 +216,7 @@ def runs_opencv(name: str, args: tuple, kwargs: dict) -> bool:
     shape = image.shape
     if _class_of(shape[0] * shape[1]) not in classes or not enabled():
         return False
-    return _on_cpu()  # the table times gdp's cpu kernels only
-
-
-_default_target = None  # gdp.api.default_target, imported at the first call that asks
-
-
-def _on_cpu() -> bool:
-    global _default_target
-    if _default_target is None:
-        from gdp.api import default_target
-
-        _default_target = default_target
-    return _default_target().name == "cpu"
+    return environ.default_target().name == "cpu"  # the table times gdp's cpu kernels only
 
 
 def where(names: list[str]) -> dict[str, dict[str, str]]:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from gdp import environ
 from gdp.cv2 import common
 
 if TYPE_CHECKING:
@@ -242,9 +243,7 @@ def program(
     `same_size` of them are of one size (OpenCV's two operands): their free dimensions are one
     pair in the program."""
     global _hits
-    from gdp.api import default_target
-
-    target = default_target()
+    target = environ.default_target()
     key = _key(name, arrays, params, outputs, values, free, same_size)
     model = _programs.get((key, target.name))
     if model is not None:
@@ -333,9 +332,7 @@ def sized_program(
     MAX_SIZED sizes used last keep theirs in memory (the disk cache keeps every graph and
     code). A failed compile leaves the size on the generic program, and so does one that runs
     slower than `generic()` (the call's generic path, on its inputs: _slower)."""
-    from gdp.api import default_target
-
-    target = default_target()
+    target = environ.default_target()
     key = (_key(name, arrays, params, outputs, values, False), target.name)  # static sizes
     with _sized_lock:
         model = _sized.get(key)
