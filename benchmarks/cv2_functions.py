@@ -13,8 +13,10 @@ input (gdp.benchmarking.compare), as medians with min and max and the ratio Open
         [--out docs]
 
 Writes OUT/cv2-speed.md and OUT/cv2-speed.png (default docs/). Both sides use the same thread
-count (cv2.setNumThreads and gdp's worker use every core of the machine). Eager gdp.cv2 calls
-include what a user pays per call: the input's staging and the output's allocation.
+count (cv2.setNumThreads and gdp's worker use every core of the machine); TVM's idle workers
+spin 300 rounds, not TVM's 300000 (below), unless TVM_THREAD_POOL_SPIN_COUNT is set. Eager
+gdp.cv2 calls include what a user pays per call: the input's staging and the output's
+allocation.
 """
 
 from __future__ import annotations
@@ -28,6 +30,13 @@ from pathlib import Path
 import cv2 as real
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+# Each library's calls run beside the other's idle threads. TVM's spin over 10 ms after every
+# gdp kernel, which halved OpenCV's interleaved calls in 4 of 5 processes; here they sleep after
+# about 150 us (gdp's calls then pay their workers' wake-up, up to 30 us a kernel), so that the
+# times are each library's own. gdp itself keeps TVM's default, which its fork safety needs
+# (gdp.runtime.backends.tvm.llvm.use_every_core); this process does not fork.
+os.environ.setdefault("TVM_THREAD_POOL_SPIN_COUNT", "300")
 
 import gdp.cv2 as gcv2
 from gdp.benchmarking import compare

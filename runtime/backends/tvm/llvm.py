@@ -42,10 +42,6 @@ def physical_cores() -> int:
     return max(1, len(cores))
 
 
-# TVM's idle workers' spin before they sleep (use_every_core); TVM's own default is 300000.
-SPIN_ROUNDS = 300
-
-
 def use_every_core() -> None:
     """TVM's thread pool, unless the user sized it: one thread per physical core. Left to
     itself, TVM halves the hardware threads on x86 to skip hyper-threads, which on a machine
@@ -58,18 +54,16 @@ def use_every_core() -> None:
     (1080p BGR2GRAY: 0.135 or 0.27 ms; OpenCV's 0.21 or 0.41 ms); unpinned, every process
     ran both fast.
 
-    And its idle workers asleep soon, unless the user asks (TVM_THREAD_POOL_SPIN_COUNT,
-    SPIN_ROUNDS): by default each spins 300000 rounds (yielding) after a kernel, over 10 ms of
-    a core that the next call of another library (OpenCV's pool, a model's runtime) then
-    shares. With calls interleaved, OpenCV's ran in 4 of 5 processes at half speed (1080p
-    BGR2GRAY 0.40 against 0.20 ms, GaussianBlur 5x5 1.41 against 0.63); with 300 rounds (about
-    150 us) in none of 6, and gdp's next call still finds its workers awake (with none, a 480p
-    erode took 0.065 ms against 0.044: the wake-up). All three are read by TVM when its pool
-    starts, at the first parallel kernel."""
+    Its idle workers keep TVM's spin (300000 rounds, over 10 ms of a core after each kernel;
+    TVM_THREAD_POOL_SPIN_COUNT), although a spinning worker slows the next call of another
+    library on its core (OpenCV's calls interleaved with gdp's ran at half speed in 4 of 5
+    processes; with 300 rounds, about 150 us, in none of 6): gdp's fork safety rests on it
+    (gdp.runtime.backends.tvm.thread_pool: the workers woken before a fork must still be awake
+    when it copies the process, which takes milliseconds; with 300 rounds a forked child hung).
+    Both settings are read by TVM when its pool starts, at the first parallel kernel."""
     if "TVM_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in os.environ:
         os.environ["TVM_NUM_THREADS"] = str(physical_cores())
     os.environ.setdefault("TVM_BIND_THREADS", "0")
-    os.environ.setdefault("TVM_THREAD_POOL_SPIN_COUNT", str(SPIN_ROUNDS))
 
 
 class TvmLlvmBackend(TvmBackend):
