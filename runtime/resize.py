@@ -32,6 +32,7 @@ import functools
 import numpy as np
 
 from gdp.errors import InputError
+from gdp.runtime.lut import permutes_bytes
 from gdp.runtime.tir_text import columns, describe, indent
 
 BITS = 11  # the horizontal weights' fixed point
@@ -280,30 +281,38 @@ class Plan:
 
     def _permutes(self, offsets, weights, channels: int, row: int) -> None:
         """The tables of _horizontal_permuted: vtab (each output value's pair of weights,
-        then each step's first source byte), vidx (each step's byte indices into its window,
-        two a value), `vectors` (the steps whose window lies inside the row); `permutes`:
-        whether every step's source bytes fit in its window (not for downscales by about 4
-        or more: those take _horizontal)."""
+        then each step's window start), vidx (each step's byte indices into its window, two a
+        value), `vectors` (the whole steps); `permutes`: whether every step's source bytes fit
+        in its window (not for downscales by about 4 or more: those take _horizontal)."""
         first = (offsets[:, None] + np.arange(channels)).reshape(-1)  # each value's byte
         pairs = np.repeat(weights[:, 0] | (weights[:, 1] << 16), channels)
         count = first.size
         steps = -(-count // STEP)
         padded = np.concatenate([first, np.full(steps * STEP - count, first[-1])])
-        # A window starts at its step's first byte, or ends with the row (it reads no further)
+        # A window starts at its step's first byte, or ends with the row (it reads no further):
+        # never after the step's first byte, so no index is negative
         bases = np.minimum(padded.reshape(steps, STEP).min(axis=1), max(row - WINDOW, 0))
         picks = np.stack([padded, padded + channels], axis=1).reshape(steps, STEP * 2)
         picks = picks - bases[:, None]
-        self.permutes = bool(row >= WINDOW and picks.min() >= 0 and picks.max() < WINDOW)
+        self.permutes = bool(row >= WINDOW and picks.max() < WINDOW)
         self.vidx = (picks if self.permutes else np.zeros(1)).astype(np.int8).reshape(-1)
         self.vtab = np.concatenate([pairs, bases]).astype(np.int32)
         self.vectors = count // STEP  # the last step's values past the row are not the row's
+
+    @functools.cached_property
+    def tables(self) -> tuple:
+        """xtab, vtab, vidx and ytab as the kernel's tensors, made once (a plan is kept for
+        the sizes met last: gdp.cv2.geometry.linear_plan)."""
+        from gdp.runtime.backends.tvm.kernels import host_tensors
+
+        return host_tensors(self.xtab, self.vtab, self.vidx, self.ytab)
 
 
 def _run(image: np.ndarray, plan: Plan, out: np.ndarray, blob: bool, swap_rb, extra) -> None:
     from gdp.runtime.backends.tvm.kernels import run_host_kernel
     from gdp.runtime.workspace import scratch
 
-    permuted = plan.permutes and vbmi()
+    permuted = plan.permutes and permutes_bytes()  # VBMI (which implies AVX-512 BW)
     name, text = source(plan.channels, blob, bool(swap_rb), permuted)
     values = plan.height * plan.width * plan.channels
     strips = max(1, min(MAX_STRIPS, plan.height, values // STRIP_VALUES))
@@ -312,23 +321,9 @@ def _run(image: np.ndarray, plan: Plan, out: np.ndarray, blob: bool, swap_rb, ex
     flat = np.ascontiguousarray(image).reshape(-1)
     mean, scale = extra if blob else ((), ())
     run_host_kernel(
-        name, text, flat, out.reshape(-1), plan.xtab, plan.vtab, plan.vidx, plan.ytab, buf, tags,
-        *mean,
+        name, text, flat, out.reshape(-1), *plan.tables, buf, tags, *mean,
         plan.w * plan.channels, plan.width, plan.height, *scale, plan.vectors, strips,
     )  # fmt: skip
-
-
-@functools.cache
-def vbmi() -> bool:
-    """Whether this CPU has AVX-512 BW and VBMI (vpermi2b: a byte permute over two vectors)."""
-    from tvm.target import codegen
-
-    from gdp.runtime.backends.tvm.kernels import host_target
-
-    target = host_target()
-    return all(
-        codegen.target_has_features(f, target) for f in ("avx512f", "avx512bw", "avx512vbmi")
-    )
 
 
 def _check(image: np.ndarray, plan: Plan) -> None:

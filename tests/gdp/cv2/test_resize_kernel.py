@@ -52,7 +52,7 @@ def test_both_horizontal_passes(monkeypatch):
     ]
     # The random pairs above run both: steps whose source bytes fit a window, and not.
     assert {plan.permutes for plan in plans} == {True, False}
-    monkeypatch.setattr(resize, "vbmi", lambda: False)
+    monkeypatch.setattr(resize, "permutes_bytes", lambda: False)
     _check_resizes(count=8, seed=2)
 
 
