@@ -81,14 +81,24 @@ _STORE = {
         'T.Cast("uint8", T.min(T.shift_right((T.Cast("uint32", {v}) + T.Cast("uint32", p0))'
         ' * T.Cast("uint32", p1), T.uint32(23)), T.uint32(255)))'
     ),
+    # in float32 as OpenCV's vector loops (the last values of a row: _SCALED_TAIL)
     "box_scaled": (
-        'T.Cast("uint8", T.min(T.max(T.round(T.Cast("float64", {v}) * scale), T.float64(0)),'
-        " T.float64(255)))"
+        'T.Cast("uint8", T.min(T.max(T.round(T.Cast("float32", {v}) * T.Cast("float32", scale)),'
+        " T.float32(0)), T.float32(255)))"
     ),
     "int16": 'T.Cast("int16", T.min(T.max(T.Cast("int32", {v}), -32768), 32767))',
     "float32": '{v} + T.Cast("float32", delta)',
     "box_float32": 'T.Cast("float32", {v} * scale)',
 }
+
+# OpenCV's ColumnSum<int, uchar> scales a row's sums in float32 vectors of 8 (and wider) values,
+# the last (row length % 8) in float64: where a sum times the scale lies next to a half (an even
+# area), the two round apart (a 10x100 blur: 62 of 180000 values 1 apart).
+SCALED_TAIL = 8
+_SCALED_TAIL_STORE = (
+    'T.Cast("uint8", T.min(T.max(T.round(T.Cast("float64", {v}) * scale), T.float64(0)),'
+    " T.float64(255)))"
+)
 
 
 def _row_pass(
@@ -152,6 +162,55 @@ def _row_pass(
     )
 
 
+def _row_pass_doubling(row: str, ring: str) -> str:
+    """A long box's row sums of padded row `row` into ring slot row % ny by doubling: the
+    padded row goes into the strip's `powers` row in the ring's type (border columns through
+    the column map), which then becomes in place its sums of 2, 4, 8... values (each value plus
+    the one 1, 2, 4... taps on), and each power of two in nx adds its sums, taken after the
+    taps the lower ones summed, into the ring row. About 2 log2(nx) passes over the row,
+    against nx taps a value (a 31-wide box: 9 passes for 30 adds). Every partial sum is a sum
+    of window values: exact in the ring's type, as the taps'."""
+    slot = f"s * ny * wr + ({row}) % ny * wr"
+    lanes = 64 // np.dtype(ring).itemsize  # a 64-byte vector
+    at = "s * wpc + {x}"
+    value = f'T.Cast("{ring}", img[rows[{row}], {{x}}])'
+    border = (
+        f"powers[s * wpc + p] = T.Select(cols[p] < 0, T.{ring}(0),"
+        f' T.Cast("{ring}", img[rows[{row}], T.max(cols[p], 0)]))\n'
+    )
+    # bit b of nx: the sums of 2^b values, after the nx & (2^b - 1) taps of the lower bits
+    taps = f"powers[s * wpc + {{x}} + (nx & ((1 << b) - 1)) * channels]"
+    add = columns(f"ring[{slot} + {{x}}] = ring[{slot} + {{x}}] + {taps}", "0", "wc", lanes)
+    first = columns(f"ring[{slot} + {{x}}] = {taps}", "0", "wc", lanes)
+    double = columns(
+        f"powers[{at}] = powers[{at}] + powers[{at} + (1 << b) * channels]",
+        "0",
+        "wpc - ((2 << b) - 1) * channels",
+        lanes,
+    )
+    return (
+        f"if rows[{row}] < 0:\n"
+        + indent(columns(f"ring[{slot} + {{x}}] = T.{ring}(0)", "0", "wc", lanes), 4)
+        + "else:\n"
+        + indent(
+            "for p in range(left):\n"
+            + indent(border, 4)
+            + columns(f"powers[s * wpc + left + {{x}}] = {value}", "0", "wc", lanes)
+            + "for p in range(left + wc, wpc):\n"
+            + indent(border, 4)
+            + "for b in range(31):\n"
+            + "    if nx >> b & 1 == 1:\n"
+            + "        if nx & ((1 << b) - 1) == 0:\n"
+            + indent(first, 12)
+            + "        else:\n"
+            + indent(add, 12)
+            + "    if nx >> (b + 1) > 0:\n"
+            + indent(double, 8),
+            4,
+        )
+    )
+
+
 _SOURCE = """
 @T.prim_func
 def {name}(
@@ -165,6 +224,7 @@ def {name}(
     ring_handle: T.handle,
     offsets_handle: T.handle,
     csum_handle: T.handle,
+    powers_handle: T.handle,
     channels: T.int32,
     left: T.int32,
     p0: T.int32,
@@ -183,6 +243,7 @@ def {name}(
     n_line = T.int32()
     n_ring = T.int32()
     n_csum = T.int32()
+    n_powers = T.int32()
     img = T.match_buffer(img_handle, (h, wc), "{src}", align=1)
     out = T.match_buffer(out_handle, (h, wc), "{dst}", align=1)
     rows = T.match_buffer(rows_handle, (hp,), "int32", align=4)
@@ -193,6 +254,7 @@ def {name}(
     ring = T.match_buffer(ring_handle, (n_ring,), "{ring}", align={ring_align})
     offsets = T.match_buffer(offsets_handle, ({max_strips} * ny,), "int32", align=4)
     csum = T.match_buffer(csum_handle, (n_csum,), "{column}", align={column_align})
+    powers = T.match_buffer(powers_handle, (n_powers,), "{ring}", align={ring_align})
     # wl: a strip's line (a padded row and a spare block); wr: a ring row (whole blocks).
     wl = wpc + {block}
     wr = (wc + {block} - 1) // {block} * {block}
@@ -231,28 +293,38 @@ for x in range(wc // {block} * {block}, wc):
 """
 
 
-def _running_columns(column: str, store: str) -> tuple[str, str]:
+def _running_columns(column: str, finish: str) -> tuple[str, str]:
     """(before the row pass, after it) of a box's column pass as a running sum per strip (its
-    `csum` row): the strip's first row sums the ring's rows; each later one subtracts the row
-    sums leaving the window (before the row pass writes over them) and adds the new ones. One
-    pass over the row, whatever the kernel's height."""
+    `csum` row, OpenCV's ColumnSum): the strip's first row starts it from the ring's first
+    ny - 1 rows; each row adds its newest row of row sums, stores, and subtracts its oldest
+    (which the next row pass writes over). One pass over the row, whatever the kernel's
+    height."""
     at = "csum[s * wc + {x}]"
 
-    def update(op: str, row: str) -> str:
-        value = f'T.Cast("{column}", ring[s * ny * wr + ({row}) % ny * wr + {{x}}])'
-        return columns(f"{at} = {at} {op} {value}", "0", "wc", LANES)
+    def ring_row(row: str) -> str:
+        return f'T.Cast("{column}", ring[s * ny * wr + ({row}) % ny * wr + {{x}}])'
 
-    before = "if y > y0:\n" + indent(update("-", "y - 1"), 4)
-    after = (
+    start = (
         "if y == y0:\n"
         + indent(columns(f"{at} = T.{column}(0)", "0", "wc", LANES), 4)
-        + "    for t in range(ny):\n"
-        + indent(update("+", "y0 + t"), 8)
-        + "else:\n"
-        + indent(update("+", "y + ny - 1"), 4)
-        + columns(f"out[y, {{x}}] = {store.replace('{v}', at)}", "0", "wc", LANES)
+        + "    for t in range(ny - 1):\n"
+        + indent(columns(f"{at} = {at} + {ring_row('y0 + t')}", "0", "wc", LANES), 8)
     )
-    return before, after
+
+    def run(store: str, first: str, stop: str, lanes: int) -> str:
+        body = (
+            f"v = {at} + {ring_row('y + ny - 1')}\n"
+            f"out[y, {{x}}] = {store.replace('{v}', 'v')}\n"
+            f"{at} = v - {ring_row('y')}\n"
+        )
+        return columns(body, first, stop, lanes)
+
+    if finish == "box_scaled":
+        body = f"wc - wc % {SCALED_TAIL}"
+        return "", start + run(_STORE[finish], "0", body, LANES) + run(
+            _SCALED_TAIL_STORE, body, "wc", 1
+        )
+    return "", start + run(_STORE[finish], "0", "wc", LANES)
 
 
 @functools.cache
@@ -279,9 +351,16 @@ def source(
         name += "".join("_w" + "x".join(map(str, w)) for w in folded)
     ones = finish.startswith("box")  # a box's weights are all 1: no multiplies
     row_weights = folded[0] if folded else None
-    if ones and not taps:  # a long box: its column sums run (RUNNING)
+    def row_pass(row: str) -> str:
+        return _row_pass(row, src, ring, ones, taps, mirrored, row_weights)
+
+    if ones and not taps:  # a long box: its column sums run, its row sums double
         name += "_running"
-        before, after = _running_columns(column, _STORE[finish])
+        before, after = _running_columns(column, finish)
+
+        def row_pass(row: str) -> str:
+            return _row_pass_doubling(row, ring)
+
     else:
         weight = "" if ones else (folded[1] if folded else "ky[{t}]")
         value = f"ring[offsets[s * ny + ({{t}})] + xo * {BLOCK} + i]"
@@ -316,8 +395,8 @@ def source(
         column=column,
         block=BLOCK,
         max_strips=MAX_STRIPS,
-        first_rows=indent(_row_pass("y0 + r", src, ring, ones, taps, mirrored, row_weights), 12),
-        next_row=indent(_row_pass("y + ny - 1", src, ring, ones, taps, mirrored, row_weights), 12),
+        first_rows=indent(row_pass("y0 + r"), 12),
+        next_row=indent(row_pass("y + ny - 1"), 12),
         before_row=indent(before, 12),
         column_pass=indent(after, 12),
     )
@@ -387,16 +466,18 @@ def separable(
         return out
     p0, p1 = plan.finishing or (p0, p1)
     (h, w), wc = image.shape[:2], image.shape[1] * channels
+    wpc = (w + len(kx) - 1) * channels
     run_host_kernel(
         plan.name,
         plan.text,
         np.ascontiguousarray(image).reshape(h, wc),
         out.reshape(h, wc),
         *plan.tables,
-        scratch("separable_line", MAX_STRIPS * ((w + len(kx) - 1) * channels + BLOCK), image.dtype),
+        scratch("separable_line", MAX_STRIPS * (wpc + BLOCK), image.dtype),
         scratch("separable_ring", MAX_STRIPS * len(ky) * -(-wc // BLOCK) * BLOCK, plan.ring),
         scratch("separable_offsets", MAX_STRIPS * len(ky), np.int32),
         scratch("separable_csum", MAX_STRIPS * wc if plan.running else 1, plan.column),
+        scratch("separable_powers", MAX_STRIPS * wpc if plan.running else 1, plan.ring),
         channels,
         anchor[0] * channels,
         int(p0),
@@ -425,6 +506,7 @@ def _plan(shape, channels, kx, ky, anchor, border, finish) -> _Plan:
     a known size builds nothing)."""
     from gdp.ops.border_index import padded_maps
     from gdp.runtime.backends.tvm.kernels import host_tensors
+    from gdp.runtime.backends.tvm.llvm import pool_threads
 
     kx, ky = np.array(kx, np.float64), np.array(ky, np.float64)
     floats = finish in FLOAT_FINISHES
@@ -460,7 +542,9 @@ def _plan(shape, channels, kx, ky, anchor, border, finish) -> _Plan:
         ring, column = "float32", "float32"
     else:
         ring, column = sum_types(kx, ky, finishing[0] if finishing else 0)
-    static = (kx.size, ky.size) if max(kx.size, ky.size) <= STATIC_TAPS else None
+    # (a scaled box always runs: its row's last values are scaled apart, _running_columns)
+    short = max(kx.size, ky.size) <= STATIC_TAPS and finish != "box_scaled"
+    static = (kx.size, ky.size) if short else None
     # A gaussian's weights are the same read backwards: half the multiplies
     symmetric = np.all(kx == kx[::-1]) and np.all(ky == ky[::-1])
     mirrored = bool(finish == "gaussian" and static and symmetric)
@@ -471,4 +555,7 @@ def _plan(shape, channels, kx, ky, anchor, border, finish) -> _Plan:
     tables = host_tensors(rows, values, kx.astype(weight), ky.astype(weight))
     strips = max(1, min(MAX_STRIPS, h // max(ky.size, 8)))
     running = name.endswith("_running")
+    if running:  # each strip sums ny - 1 rows before its first: strips of 8 (ny - 1) rows, or
+        # one a thread (a 31x31 box of 480 rows in 15 strips summed twice its rows)
+        strips = min(strips, max(pool_threads(), h // (8 * (ky.size - 1) or 1)))
     return _Plan(name, text, tables, np.dtype(ring), np.dtype(column), running, strips, finishing)

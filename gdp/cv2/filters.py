@@ -360,8 +360,33 @@ def _box(src, out_dtype, ksize, anchor, normalize, border):
     total = _linear(src, np.float64 if normalize else out_dtype, *ones, None, anchor, 0, border)
     if not normalize:
         return total
+    out = tf.as_dtype(np.dtype(out_dtype))
     scaled = total * tf.constant(1.0 / area, tf.float64)
-    return F.saturate(scaled, tf.as_dtype(np.dtype(out_dtype)))
+    if out in (tf.uint8, tf.uint16, tf.int16) and area <= _INT_SUMS.get(src.dtype.name, 0):
+        scaled = _scaled_rows_as_opencv(total, 1.0 / area, scaled)
+    return F.saturate(scaled, out)
+
+
+# The largest box whose sums OpenCV keeps in int for each source type (createBoxFilter).
+_INT_SUMS = {"uint8": 1 << 23, "uint16": 1 << 15, "int16": 1 << 16}
+
+
+def _scaled_rows_as_opencv(total, scale: float, scaled):
+    """OpenCV's ColumnSum<int, T> into 8- and 16-bit results: a row's window sums `total`
+    times `scale` in float32 vectors of 8 (and wider) values, its last (row values % 8) in
+    float64 (`scaled`): the two round apart where a sum times the scale lies next to a half
+    (an even area; gdp.runtime.separable.SCALED_TAIL)."""
+    import tensorflow as tf
+
+    from gdp.runtime.separable import SCALED_TAIL
+
+    body = tf.cast(tf.cast(total, tf.float32) * tf.constant(np.float32(scale)), tf.float64)
+    shape = tf.shape(total)
+    columns = tf.range(shape[1])
+    if total.shape.rank == 3:  # a row's values: its pixels' channels one after another
+        columns = columns[:, None] * shape[2] + tf.range(shape[2])[None, :]
+    values = tf.size(columns)
+    return tf.where(columns >= values - values % SCALED_TAIL, scaled, body)
 
 
 @common.accelerate("boxFilter")

@@ -42,6 +42,17 @@ def physical_cores() -> int:
     return max(1, len(cores))
 
 
+@functools.cache
+def pool_threads() -> int:
+    """The threads of TVM's pool (use_every_core's, or the user's TVM_NUM_THREADS or
+    OMP_NUM_THREADS): what a kernel that pays per strip splits its rows into."""
+    for name in ("TVM_NUM_THREADS", "OMP_NUM_THREADS"):
+        value = os.environ.get(name, "")
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return physical_cores()
+
+
 def use_every_core() -> None:
     """TVM's thread pool, unless the user sized it: one thread per physical core. Left to
     itself, TVM halves the hardware threads on x86 to skip hyper-threads, which on a machine

@@ -33,7 +33,9 @@ SHAPES = [
 # (width, height): longer than 31 taps, or larger than the smaller images; and short ones (a
 # kernel of their tap counts, separable.STATIC_TAPS).
 GAUSSIAN_SIZES = [(33, 33), (45, 9), (1, 35), (5, 5), (3, 7), (9, 9)]
-BOX_SIZES = [(33, 7), (7, 33), (41, 41), (5, 5), (3, 1), (8, 9)]
+# (20, 30): an even area over 256, whose sums times the scale can lie next to a half, where
+# OpenCV's float32 vectors and float64 tail round apart (separable.SCALED_TAIL).
+BOX_SIZES = [(33, 7), (7, 33), (41, 41), (5, 5), (3, 1), (8, 9), (20, 30)]
 # dx, dy, ksize (-1: Scharr; 1: the derivative alone)
 SOBEL = [(1, 0, 3), (0, 1, 5), (1, 1, 7), (2, 0, 9), (1, 0, -1), (0, 1, 1), (2, 1, 1)]
 
