@@ -179,7 +179,7 @@ def _row_pass_doubling(row: str, ring: str) -> str:
         f' T.Cast("{ring}", img[rows[{row}], T.max(cols[p], 0)]))\n'
     )
     # bit b of nx: the sums of 2^b values, after the nx & (2^b - 1) taps of the lower bits
-    taps = f"powers[s * wpc + {{x}} + (nx & ((1 << b) - 1)) * channels]"
+    taps = "powers[s * wpc + {x} + (nx & ((1 << b) - 1)) * channels]"
     add = columns(f"ring[{slot} + {{x}}] = ring[{slot} + {{x}}] + {taps}", "0", "wc", lanes)
     first = columns(f"ring[{slot} + {{x}}] = {taps}", "0", "wc", lanes)
     double = columns(
@@ -351,6 +351,7 @@ def source(
         name += "".join("_w" + "x".join(map(str, w)) for w in folded)
     ones = finish.startswith("box")  # a box's weights are all 1: no multiplies
     row_weights = folded[0] if folded else None
+
     def row_pass(row: str) -> str:
         return _row_pass(row, src, ring, ones, taps, mirrored, row_weights)
 
