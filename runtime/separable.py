@@ -172,14 +172,14 @@ def _row_pass_doubling(row: str, ring: str) -> str:
     of window values: exact in the ring's type, as the taps'."""
     slot = f"s * ny * wr + ({row}) % ny * wr"
     lanes = 64 // np.dtype(ring).itemsize  # a 64-byte vector
-    at = "s * wpc + {x}"
+    at = "s * wp + {x}"
     value = f'T.Cast("{ring}", img[rows[{row}], {{x}}])'
     border = (
-        f"powers[s * wpc + p] = T.Select(cols[p] < 0, T.{ring}(0),"
+        f"powers[s * wp + p] = T.Select(cols[p] < 0, T.{ring}(0),"
         f' T.Cast("{ring}", img[rows[{row}], T.max(cols[p], 0)]))\n'
     )
     # bit b of nx: the sums of 2^b values, after the nx & (2^b - 1) taps of the lower bits
-    taps = "powers[s * wpc + {x} + (nx & ((1 << b) - 1)) * channels]"
+    taps = "powers[s * wp + {x} + (nx & ((1 << b) - 1)) * channels]"
     add = columns(f"ring[{slot} + {{x}}] = ring[{slot} + {{x}}] + {taps}", "0", "wc", lanes)
     first = columns(f"ring[{slot} + {{x}}] = {taps}", "0", "wc", lanes)
     double = columns(
@@ -195,7 +195,7 @@ def _row_pass_doubling(row: str, ring: str) -> str:
         + indent(
             "for p in range(left):\n"
             + indent(border, 4)
-            + columns(f"powers[s * wpc + left + {{x}}] = {value}", "0", "wc", lanes)
+            + columns(f"powers[s * wp + left + {{x}}] = {value}", "0", "wc", lanes)
             + "for p in range(left + wc, wpc):\n"
             + indent(border, 4)
             + "for b in range(31):\n"
@@ -258,6 +258,8 @@ def {name}(
     # wl: a strip's line (a padded row and a spare block); wr: a ring row (whole blocks).
     wl = wpc + {block}
     wr = (wc + {block} - 1) // {block} * {block}
+    # wp: a strip's row of powers (_row_pass_doubling), whole blocks: aligned vector stores
+    wp = (wpc + {block} - 1) // {block} * {block}
     # A row's blocks; those from `inner` to `outer` read only image values (_row_pass), whose
     # span is the row kernel's reach (nx - 1 taps, `channels` values apart).
     blocks = (wc + {block} - 1) // {block}
@@ -401,7 +403,9 @@ def source(
         before_row=indent(before, 12),
         column_pass=indent(after, 12),
     )
-    return name, inline(text, ("y0", "y1", "wl", "wr", "sums", "blocks", "span", "inner", "outer"))
+    return name, inline(
+        text, ("y0", "y1", "wl", "wr", "wp", "sums", "blocks", "span", "inner", "outer")
+    )
 
 
 def _smallest(bound: int, signed: bool) -> str:
@@ -478,7 +482,11 @@ def separable(
         scratch("separable_ring", MAX_STRIPS * len(ky) * -(-wc // BLOCK) * BLOCK, plan.ring),
         scratch("separable_offsets", MAX_STRIPS * len(ky), np.int32),
         scratch("separable_csum", MAX_STRIPS * wc if plan.running else 1, plan.column),
-        scratch("separable_powers", MAX_STRIPS * wpc if plan.running else 1, plan.ring),
+        scratch(
+            "separable_powers",
+            MAX_STRIPS * -(-wpc // BLOCK) * BLOCK if plan.running else 1,
+            plan.ring,
+        ),
         channels,
         anchor[0] * channels,
         int(p0),
