@@ -14,6 +14,7 @@ import numpy as np
 
 from gdp.errors import InputError
 from gdp.runtime.tir_text import describe
+from gdp.runtime.workspace import output
 
 # Values per strip at least, and strips at most.
 STRIP_VALUES = 1 << 17
@@ -53,9 +54,10 @@ def add_weighted_u8(
 """
 
 
-def add_weighted(a: np.ndarray, alpha: float, b: np.ndarray, beta: float, gamma: float):
+def add_weighted(a: np.ndarray, alpha: float, b: np.ndarray, beta: float, gamma: float, out=None):
     """a * alpha + b * beta + gamma of two uint8 arrays of one shape, as OpenCV computes it for
-    uint8 (the weights rounded to float32), as a new uint8 array."""
+    uint8 (the weights rounded to float32), as a new uint8 array (or into `out`, which may be
+    `a` or `b`)."""
     from gdp.runtime.backends.tvm.kernels import run_host_kernel
 
     for name, x in (("a", a), ("b", b)):
@@ -65,7 +67,7 @@ def add_weighted(a: np.ndarray, alpha: float, b: np.ndarray, beta: float, gamma:
         raise InputError(f"add_weighted: a is {a.shape} and b {b.shape}: expected one shape")
     if a.size > MAX_VALUES:
         raise InputError(f"add_weighted: {a.size} values, more than the {MAX_VALUES} indexed")
-    out = np.empty(a.shape, np.uint8)
+    out = output(out, a.shape, np.uint8, "add_weighted")
     if a.size:
         weights = (float(np.float32(w)) for w in (alpha, beta, gamma))
         strips = max(1, min(MAX_STRIPS, a.size // STRIP_VALUES))

@@ -37,6 +37,7 @@ import numpy as np
 from gdp.errors import InputError
 from gdp.ops import color_tables as tables
 from gdp.runtime.tir_text import describe, indent
+from gdp.runtime.workspace import output
 
 # Pixels a step.
 LANES = 64
@@ -491,12 +492,13 @@ def _indent(text: str, spaces: int) -> str:
     return indent(re.sub(r"^([a-z_][a-z_0-9]*) = ", r"\1: T.let = ", text, flags=re.M), spaces)
 
 
-def convert(image: np.ndarray, op: str, **params) -> np.ndarray:
+def convert(image: np.ndarray, op: str, out: np.ndarray | None = None, **params) -> np.ndarray:
     """cv2.cvtColor's uint8 conversion `op` (gdp.ops.color's name and keyword arguments:
     reorder(swap, dcn), gray_to_color(dcn), to_gray/to_ycrcb/to_hsv/to_lab(bidx),
     nv_to_rgb(bidx, uv_first_u), from_hsv(bidx, simd_block)) of an image (h, w) or (h, w,
     channels), as a new uint8 array (h, w) or (h, w, out channels); NV12/NV21 (h * 3 / 2, w)
-    -> (h, w, 3)."""
+    -> (h, w, 3). Written into `out` (which may be `image`) where given, except NV12/NV21 and
+    HSV to BGR (row kernels: a new array)."""
     from gdp.runtime.backends.tvm.kernels import run_host_kernel
 
     if op not in OPS:
@@ -522,7 +524,7 @@ def convert(image: np.ndarray, op: str, **params) -> np.ndarray:
     n = h * w
     if n * max(scn, dcn) > MAX_VALUES:
         raise InputError(f"color.convert: {n} pixels of {max(scn, dcn)} channels, over int32")
-    out = np.empty((h, w, dcn) if dcn > 1 else (h, w), np.uint8)
+    out = output(out, (h, w, dcn) if dcn > 1 else (h, w), np.uint8, "color.convert")
     if n == 0:
         return out
     flat = np.ascontiguousarray(image).reshape(-1)

@@ -25,6 +25,7 @@ import numpy as np
 
 from gdp.errors import InputError
 from gdp.runtime.tir_text import describe
+from gdp.runtime.workspace import output
 
 # A vector of the lookup: 64 bytes (one AVX-512 register).
 LANES = 64
@@ -179,15 +180,16 @@ def _strips(size: int, most: int = MAX_STRIPS) -> int:
     return max(1, min(most, size // STRIP_PIXELS))
 
 
-def lookup(image: np.ndarray, table: np.ndarray) -> np.ndarray:
-    """table[image] for a uint8 array of any shape and a (256,) uint8 table, as a new array."""
+def lookup(image: np.ndarray, table: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """table[image] for a uint8 array of any shape and a (256,) uint8 table, as a new array (or
+    into `out`, which may be `image`)."""
     from gdp.runtime.backends.tvm.kernels import run_host_kernel
 
     flat = _flat(image, "lookup")
     table = np.ascontiguousarray(table)
     if table.shape != (256,) or table.dtype != np.uint8:
         raise InputError(f"lookup: expected a (256,) uint8 table, got {describe(table)}")
-    out = np.empty(image.shape, np.uint8)
+    out = output(out, image.shape, np.uint8, "lookup")
     if flat.size:
         name, text = lookup_source(permutes_bytes())
         run_host_kernel(
@@ -196,10 +198,12 @@ def lookup(image: np.ndarray, table: np.ndarray) -> np.ndarray:
     return out
 
 
-def threshold(image: np.ndarray, kind: int, thresh: int, maxval: int) -> np.ndarray:
+def threshold(
+    image: np.ndarray, kind: int, thresh: int, maxval: int, out: np.ndarray | None = None
+) -> np.ndarray:
     """cv2.threshold of a uint8 array of any shape, type `kind` (THRESH_BINARY .. TOZERO_INV:
     0-4), a threshold in 0-254 (a value above it is "above") and a maxval in 0-255, as a new
-    array."""
+    array (or into `out`, which may be `image`)."""
     from gdp.runtime.backends.tvm.kernels import run_host_kernel
 
     flat = _flat(image, "threshold")
@@ -208,7 +212,7 @@ def threshold(image: np.ndarray, kind: int, thresh: int, maxval: int) -> np.ndar
             f"threshold: expected a type 0-4, a threshold 0-254 and a maxval 0-255, got"
             f" {kind}, {thresh} and {maxval}"
         )
-    out = np.empty(image.shape, np.uint8)
+    out = output(out, image.shape, np.uint8, "threshold")
     if flat.size:
         name, text = threshold_source(kind)
         strips = _strips(flat.size, MAX_LOOKUP_STRIPS)

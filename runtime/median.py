@@ -28,7 +28,7 @@ import numpy as np
 from gdp.errors import InputError
 from gdp.ops.sorting_network import median_window
 from gdp.runtime.tir_text import describe, indent
-from gdp.runtime.workspace import scratch
+from gdp.runtime.workspace import output, scratch
 
 VECTOR_BYTES = 64
 DTYPES = ("uint8", "uint16", "float32")
@@ -160,9 +160,9 @@ def source(ksize: int, channels: int, dtype: str = "uint8") -> tuple[str, str]:
     return name, text
 
 
-def median_blur(image: np.ndarray, ksize: int) -> np.ndarray:
+def median_blur(image: np.ndarray, ksize: int, out: np.ndarray | None = None) -> np.ndarray:
     """cv2.medianBlur of an (H, W) or (H, W, C) uint8, uint16 or float32 image (C 1-4), ksize
-    3 or 5, as a new array."""
+    3 or 5, as a new array (or into `out`, which must not overlap `image`)."""
     from gdp.runtime.backends.tvm.kernels import run_host_kernel
 
     if not (isinstance(image, np.ndarray) and image.dtype.name in DTYPES and image.ndim in (2, 3)):
@@ -177,7 +177,7 @@ def median_blur(image: np.ndarray, ksize: int) -> np.ndarray:
         )
     if image.size > MAX_VALUES:
         raise InputError(f"median_blur: {image.size} values, more than the {MAX_VALUES} indexed")
-    out = np.empty_like(image)
+    out = output(out, image.shape, image.dtype, "median_blur")
     if image.size == 0:
         return out
     h = image.shape[0]

@@ -34,6 +34,7 @@ import numpy as np
 from gdp.errors import InputError
 from gdp.runtime.lut import permutes_bytes
 from gdp.runtime.tir_text import columns, describe, indent
+from gdp.runtime.workspace import output, scratch
 
 BITS = 11  # the horizontal weights' fixed point
 # Output pixels a step of the horizontal pass, output elements a step of the vertical.
@@ -310,7 +311,6 @@ class Plan:
 
 def _run(image: np.ndarray, plan: Plan, out: np.ndarray, blob: bool, swap_rb, extra) -> None:
     from gdp.runtime.backends.tvm.kernels import run_host_kernel
-    from gdp.runtime.workspace import scratch
 
     permuted = plan.permutes and permutes_bytes()  # VBMI (which implies AVX-512 BW)
     name, text = source(plan.channels, blob, bool(swap_rb), permuted)
@@ -338,10 +338,11 @@ def _check(image: np.ndarray, plan: Plan) -> None:
         raise InputError(f"resize: {image.shape} -> {plan.height}x{plan.width}, over int32")
 
 
-def resize(image: np.ndarray, plan: Plan) -> np.ndarray:
-    """The resized uint8 image, (height, width[, channels]) as `image` is (h, w[, channels])."""
+def resize(image: np.ndarray, plan: Plan, out: np.ndarray | None = None) -> np.ndarray:
+    """The resized uint8 image, (height, width[, channels]) as `image` is (h, w[, channels])
+    (or into `out`, which must not overlap `image`)."""
     _check(image, plan)
-    out = np.empty((plan.height, plan.width) + image.shape[2:], np.uint8)
+    out = output(out, (plan.height, plan.width) + image.shape[2:], np.uint8, "resize")
     _run(image, plan, out, False, False, ())
     return out
 

@@ -43,7 +43,7 @@ import numpy as np
 
 from gdp.errors import InputError
 from gdp.runtime.tir_text import block_sums, columns, describe, indent, inline
-from gdp.runtime.workspace import scratch
+from gdp.runtime.workspace import output, scratch
 
 # Values an output block sums at once (64 bytes of uint8 in, 2-4 AVX-512 registers of sums).
 BLOCK = 64
@@ -445,13 +445,14 @@ def separable(
     p1: int = 0,
     scale: float = 1.0,
     delta: float = 0.0,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """The separable filter of a uint8 `image` (h, w) or (h, w, c) by the integer weights
     `kernel_x` (along a row) and `kernel_y` (down a column) (of a float32 image by any weights,
     finish "float32") at `anchor` (x, y, inside the
     kernel), the image's border `border` (OpenCV's BORDER_CONSTANT, with zeros, REPLICATE,
     REFLECT, WRAP or REFLECT_101), ended by `finish` (see the module), as a new array of
-    FINISH[finish]."""
+    FINISH[finish] (or into `out`, which must not overlap `image`)."""
     from gdp.runtime.backends.tvm.kernels import run_host_kernel
 
     if finish not in FINISH:
@@ -466,7 +467,7 @@ def separable(
     ky = tuple(np.asarray(kernel_y).ravel().tolist())
     channels = image.shape[2] if image.ndim == 3 else 1
     plan = _plan(image.shape[:2], channels, kx, ky, tuple(anchor), border, finish)
-    out = np.empty(image.shape, FINISH[finish])
+    out = output(out, image.shape, FINISH[finish], "separable")
     if not image.size:
         return out
     p0, p1 = plan.finishing or (p0, p1)

@@ -121,7 +121,11 @@ def cvtColor(src, code, dst=None, dstCn=0, hint=None):
         if common.on_host(src, out_bytes=out_bytes):
             from gdp.runtime.color import convert
 
-            return common.finish(convert(src, op, **params), dst)
+            # into dst where it fits (not in place: a row's last step overlaps the one before)
+            rows = (shape[0] * 2 // 3,) if op == "nv_to_rgb" else shape[:1]
+            result = (*rows, shape[1], dcn) if dcn > 1 else (*rows, shape[1])
+            out = common.into(dst, result, np.uint8, src)
+            return common.finish(convert(src, op, out, **params), dst)
     # Every program is written for any image size but two, which compile per size (on the
     # cpu target only inside a chain or a graph): NV12/NV21's planes are split at 2/3 of the
     # traced height, and uint8 HSV2BGR's vector/scalar rounding split depends on the width.

@@ -234,13 +234,50 @@ def channels(src) -> int:
     return 1 if len(src.shape) == 2 else int(src.shape[2])
 
 
+def into(dst, shape: tuple, dtype, *inputs, in_place: bool = False) -> np.ndarray | None:
+    """The array a host kernel writes its result into: the caller's `dst` (in the result's
+    `shape`) where finish would copy the result into it and it does not overlap `inputs`, else
+    None (a new array). `in_place`: an elementwise kernel, which may write over an input that
+    is exactly dst's memory (cv2.threshold(img, ..., dst=img)); a kernel that reads values
+    around the one it writes may not. A dst OpenCV cannot write raises here, as in finish,
+    before anything is written."""
+    if dst is None:
+        return None
+    _check_dst(dst)
+    if not _fits(dst, shape) or dst.dtype != dtype:
+        return None
+    for a in inputs:
+        same = in_place and a.ctypes.data == dst.ctypes.data and a.nbytes == dst.nbytes
+        if not same and np.may_share_memory(dst, a):
+            return None
+    return dst if dst.shape == shape else dst.reshape(shape)
+
+
+def _fits(dst: np.ndarray, shape: tuple) -> bool:
+    """Whether OpenCV writes a result of `shape` into `dst` (an HxWx1 array for an HxW result
+    too)."""
+    return dst.shape == shape or (
+        dst.ndim == len(shape) + 1 and dst.shape[-1] == 1 and dst.shape[:-1] == shape
+    )
+
+
 def finish(result: np.ndarray, dst) -> np.ndarray:
     """OpenCV's `dst=`: write into the caller's array when it fits, as OpenCV reuses it (an
     HxWx1 array for an HxW result too), else return the new array (OpenCV reallocates a dst of
     the wrong size or type). A dst OpenCV cannot write (read-only, a layout that is not a Mat's,
-    not an array) is a cv2.error, as OpenCV's, before anything is written."""
-    if dst is None:
+    not an array) is a cv2.error, as OpenCV's, before anything is written. A result written
+    into dst already (into) is dst."""
+    if dst is None or result is dst:
         return result
+    _check_dst(dst)
+    if _fits(dst, result.shape) and dst.dtype == result.dtype:
+        if result.ctypes.data != dst.ctypes.data:  # not dst's memory already (into)
+            np.copyto(dst.reshape(result.shape), result)
+        return dst
+    return result
+
+
+def _check_dst(dst) -> None:
     if not isinstance(dst, np.ndarray):
         raise _cv2.error(
             "OpenCV(gdp) error: (-5:Bad argument) > Overload resolution failed: dst is not a"
@@ -253,13 +290,6 @@ def finish(result: np.ndarray, dst) -> np.ndarray:
         if _running.get():  # OpenCV writes some strided layouts (rows apart), refuses others
             raise NotAccelerated(f"{reason}: OpenCV decides whether it can write it")
         raise _cv2.error(f"OpenCV(gdp) error: (-5:Bad argument) {reason}")
-    fits = dst.shape == result.shape or (
-        dst.ndim == result.ndim + 1 and dst.shape[-1] == 1 and dst.shape[:-1] == result.shape
-    )
-    if fits and dst.dtype == result.dtype:
-        np.copyto(dst.reshape(result.shape), result)
-        return dst
-    return result
 
 
 def is_tensor(value) -> bool:

@@ -276,7 +276,10 @@ def _separable(src, kernel_x, kernel_y, anchor, border: int, finish: str, dst, *
     """gdp.runtime.separable's filter of `src`."""
     from gdp.runtime import separable
 
-    out = separable.separable(src, kernel_x, kernel_y, anchor, border, finish, **finishing)
+    into = common.into(dst, src.shape, np.dtype(separable.FINISH[finish]), src)
+    out = separable.separable(
+        src, kernel_x, kernel_y, anchor, border, finish, **finishing, out=into
+    )
     return common.finish(out, dst)
 
 
@@ -712,7 +715,8 @@ def medianBlur(src, ksize, dst=None):
         # gdp.runtime.median's kernel: the same network in registers, for every size
         from gdp.runtime.median import median_blur
 
-        return common.finish(median_blur(src, int(ksize)), dst)
+        into = common.into(dst, src.shape, src.dtype, src)
+        return common.finish(median_blur(src, int(ksize), into), dst)
     # The median of sorted columns (F.median_3x3, F.median_5x5): one program for every size
     # larger than the kernel.
     free = _fits(src, ksize, ksize)

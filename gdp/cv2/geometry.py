@@ -170,7 +170,8 @@ def resize(src, dsize, dst=None, fx=0, fy=0, interpolation=_cv2.INTER_LINEAR):
         from gdp.runtime.resize import resize as resize_linear
 
         plan = linear_plan(h, w, channels, width, height, scale_x, scale_y)
-        return common.finish(resize_linear(src, plan), dst)
+        into = common.into(dst, (height, width, *src.shape[2:]), np.uint8, src)
+        return common.finish(resize_linear(src, plan, into), dst)
     flat = np.ascontiguousarray(src).reshape(h, w * channels)
     # A size called often gets a program of its own (engine.sized_program), compiled in the
     # background: its tables constants that TVM folds into one kernel, 2-6x faster than the

@@ -81,7 +81,8 @@ def threshold(src, thresh, maxval, type, dst=None):
             from gdp.runtime.lut import histogram
 
             value = _otsu(histogram(src))
-            out = _threshold_on_host(src, kind, int(value), m)
+            into = common.into(dst, src.shape, np.uint8, src, in_place=True)
+            out = _threshold_on_host(src, kind, int(value), m, into)
             return value, common.finish(out, dst)
         if graph:
             return _threshold_otsu(src, kind, m)
@@ -93,19 +94,20 @@ def threshold(src, thresh, maxval, type, dst=None):
         )
         return float(value), common.finish(out, dst)
     if dtype == "uint8" and common.on_host(src):
-        return retval, common.finish(_threshold_on_host(src, kind, t, m), dst)
+        into = common.into(dst, src.shape, np.uint8, src, in_place=True)
+        return retval, common.finish(_threshold_on_host(src, kind, t, m, into), dst)
     values = {"thresh": t, "maxval": m}
     return retval, engine.call("threshold", _threshold, [src], {"kind": kind}, dst, values, True)
 
 
-def _threshold_on_host(src: np.ndarray, kind: int, thresh: int, maxval: int) -> np.ndarray:
+def _threshold_on_host(src: np.ndarray, kind: int, thresh: int, maxval: int, out) -> np.ndarray:
     """uint8 threshold by gdp.runtime.lut's kernels: a compare for thresholds 0-254, the table
-    lookup for -1 and 255 (every value above, none)."""
+    lookup for -1 and 255 (every value above, none); into `out` where given."""
     from gdp.runtime import lut
 
     if 0 <= thresh <= 254:
-        return lut.threshold(src, kind, thresh, maxval)
-    return lut.lookup(src, _threshold_table(kind, thresh, maxval))
+        return lut.threshold(src, kind, thresh, maxval, out)
+    return lut.lookup(src, _threshold_table(kind, thresh, maxval), out)
 
 
 _LEVELS = np.arange(256)
@@ -211,7 +213,9 @@ def convertScaleAbs(src, dst=None, alpha=1.0, beta=0.0):
     if _dtype(src) == "uint8" and common.on_host(src):
         from gdp.runtime.lut import lookup
 
-        return common.finish(lookup(src, _scale_abs_table(float(alpha), float(beta))), dst)
+        table = _scale_abs_table(float(alpha), float(beta))
+        into = common.into(dst, src.shape, np.uint8, src, in_place=True)
+        return common.finish(lookup(src, table, into), dst)
     if _dtype(src) == "uint8":  # a 256-entry table of this call's alpha and beta
         table = _scale_abs_table(float(alpha), float(beta))
         out = engine.run("convertScaleAbs.table", _lookup, [src, table], {}, free=1)
@@ -270,7 +274,8 @@ def addWeighted(src1, alpha, src2, beta, gamma, dst=None, dtype=-1):
     if out_dtype == "uint8" and _dtype(src1) == "uint8" and common.on_host(src1, src2):
         from gdp.runtime.blend import add_weighted
 
-        return common.finish(add_weighted(src1, alpha, src2, beta, gamma), dst)
+        into = common.into(dst, src1.shape, np.uint8, src1, src2, in_place=True)
+        return common.finish(add_weighted(src1, alpha, src2, beta, gamma, into), dst)
     if out_dtype == "uint8" and _dtype(src1) == "uint8":  # a table of this call's weights
         table = _add_weighted_table(float(alpha), float(beta), float(gamma))
         arrays = [src1, src2, table]
@@ -305,7 +310,8 @@ def LUT(src, lut, dst=None):
     if lutcn == 1 and table.dtype == np.uint8 and common.on_host(src):
         from gdp.runtime.lut import lookup
 
-        return common.finish(lookup(src, table), dst)
+        into = common.into(dst, src.shape, np.uint8, src, in_place=True)
+        return common.finish(lookup(src, table, into), dst)
     return common.finish(engine.run("LUT", _lut, [src, table], {}, free=1), dst)
 
 
@@ -579,6 +585,8 @@ def equalizeHist(src, dst=None):
     if common.on_host(src) and src.size:
         from gdp.runtime.lut import histogram, lookup
 
-        return common.finish(lookup(src, _equalize_table(histogram(src))), dst)
+        table = _equalize_table(histogram(src))
+        into = common.into(dst, src.shape, np.uint8, src, in_place=True)
+        return common.finish(lookup(src, table, into), dst)
     params = {"scatter": common.tvm_target()}
     return engine.call("equalizeHist", _equalize_hist, [src], params, dst, free=True)
