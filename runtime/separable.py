@@ -12,8 +12,9 @@ Arithmetic: OpenCV's for these (exact integer sums, then one rounding):
   16 * [1, 4, 6, 4, 1], whose sums then fit 16-bit lanes, against 32-bit ones);
 - `box`: the window sum, then (sum + p0) * p1 >> 23 (p0, p1: its ColumnSum's rounding delta and
   fixed-point divisor), at most 255, as its box filter of uint8 over at most 256 values;
-- `box_scaled`: the window sum times `scale` (float64) rounded half to even, as its box filter
-  over more values;
+- `box_scaled`: the window sum times `scale` rounded half to even, as its box filter over more
+  values: in float32, but a row's last (values % 8) in float64, as its vector loops and scalar
+  tail (SCALED_TAIL);
 - `int16`: the weighted sum saturated to int16, as its Sobel into CV_16S;
 - `float32`: a float32 image's sums in float32 (each from 0, the taps in order, as multiply-adds
   LLVM contracts into fmas), plus `delta`, as its float filters;
@@ -30,8 +31,10 @@ than once); this kernel serves every size and kernel length from one compile.
 Layout: each strip of rows keeps a ring of `ky` rows of row sums. Each padded source row goes
 once into the strip's line with its border columns (through the column map; a row outside the
 image through the row map, -1: the constant border's zeros), and its row sums, computed from the
-line a block of values at a time, into the ring; each output row sums the ring's rows (a long
-box keeps a running sum), GROUP taps an expression (gdp.runtime.tir_text.block_sums).
+line a block of values at a time, into the ring; each output row sums the ring's rows, GROUP
+taps an expression (gdp.runtime.tir_text.block_sums). A box longer than STATIC_TAPS sums its
+rows by doubling (_row_pass_doubling: about 2 log2(nx) passes, not nx taps) and runs its column
+sums (_running_columns: one pass a row, not ny taps).
 """
 
 from __future__ import annotations
@@ -182,6 +185,7 @@ def _row_pass_doubling(row: str, ring: str) -> str:
     taps = "powers[s * wp + {x} + (nx & ((1 << b) - 1)) * channels]"
     add = columns(f"ring[{slot} + {{x}}] = ring[{slot} + {{x}}] + {taps}", "0", "wc", lanes)
     first = columns(f"ring[{slot} + {{x}}] = {taps}", "0", "wc", lanes)
+    # in place: each value adds one further right, not yet doubled (the vectors go left to right)
     double = columns(
         f"powers[{at}] = powers[{at}] + powers[{at} + (1 << b) * channels]",
         "0",
