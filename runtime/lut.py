@@ -168,12 +168,16 @@ def lookup_source(vbmi: bool) -> tuple[str, str]:
     return name, _LOOKUP.format(name=name, vector=vector)
 
 
+_UINT8 = np.dtype(np.uint8)
+
+
 def _flat(image: np.ndarray, what: str) -> np.ndarray:
-    if not (isinstance(image, np.ndarray) and image.dtype == np.uint8):
+    """The image's values in one C-contiguous row (a copy where they are not: a view's)."""
+    if not (isinstance(image, np.ndarray) and image.dtype == _UINT8):
         raise InputError(f"{what}: expected a uint8 array, got {describe(image)}")
     if image.size > MAX_PIXELS:
         raise InputError(f"{what}: {image.size} values, more than the {MAX_PIXELS} it indexes")
-    return np.ascontiguousarray(image).reshape(-1)
+    return image.reshape(-1)
 
 
 def _strips(size: int, most: int = MAX_STRIPS) -> int:

@@ -26,6 +26,10 @@ from gdp.cv2.engine import cache_info, clear_cache
 
 error = _cv2.error
 
+# The accelerated functions as this module's own names: read through __getattr__, each call's
+# `cv2.threshold` cost about 0.35 us (a 480p threshold's whole call is 10).
+globals().update({name: fn for name, fn in ACCELERATED.items() if "." not in name})
+
 
 def accelerated() -> dict[str, dict[str, str]]:
     """The names that run through gdp (dotted for submodules: dnn.blobFromImage), in order, each
