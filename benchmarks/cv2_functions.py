@@ -3,11 +3,11 @@ calls of gdp.cv2.calibration: one common use per function). Each call runs throu
 `import gdp.cv2 as cv2` and through OpenCV itself, interleaved in this process on the same
 input (gdp.benchmarking.compare), as medians with min and max and the ratio OpenCV / gdp:
 
-- "own": gdp's own kernels (dispatch off), what the speed goals are about;
+- "own": gdp's own kernels (dispatch off), what the speed goals are about, in their steady
+  state (gdp.cv2.calibration.measure: a size's 16th call compiles a program of its own for
+  that size, where the function has one; the row is timed after it is ready);
 - "dispatched": gdp.cv2 with the dispatch table these measurements make (a call runs
-  OpenCV's own where OpenCV measured faster), measured again as a user would call it, after
-  three more calls and gdp's background compiles (a size's 16th call compiles a program of
-  its own for that size: where gdp runs, the dispatched column times that program).
+  OpenCV's own where OpenCV measured faster), measured again as a user would call it.
 
     python benchmarks/cv2_functions.py [--runs 20] [--sizes 480p,1080p,4k] [--only Gauss,resize]
         [--out docs]
@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import threading
 from pathlib import Path
 
 import cv2 as real
@@ -121,15 +120,6 @@ def _chains(sizes: list[str], runs: int) -> list[str]:
     return lines
 
 
-def _wait_for_background_compiles() -> None:
-    """Join gdp's background compiles (a hot size's own program, started at its 16th call):
-    one running beside a measurement took a core from it, and the dispatched column read
-    0.02x-0.2x for calls that run OpenCV's own code or gdp's."""
-    for thread in threading.enumerate():
-        if thread.name in ("gdp-specialize", "gdp-cv2-sized"):
-            thread.join()
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=20)
@@ -159,9 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         if row.accelerated:
             call = row.call.through(gcv2)
-            for _ in range(3):  # with the 13 calls above, the 16th: a hot size's own program
+            for _ in range(3):  # warm-up with the table set (a size's own program is ready)
                 call()
-            _wait_for_background_compiles()
             timings = compare({"gdp": call, "opencv": row.call.through(real)}, args.runs)
             dispatched = f"{timings['opencv'].median / timings['gdp'].median:.2f}x"
             runs = "OpenCV" if row.gdp.median > row.opencv.median else "gdp"
@@ -171,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             f"| {row.size} | {row.call.label} | {row.gdp.cell()} | {row.opencv.cell()} "
             f"| {row.opencv.median / row.gdp.median:.2f}x | {dispatched} | {runs} |"
         )
-    _wait_for_background_compiles()
+    calibration.wait_for_background_compiles()
     chains = _chains(sizes, args.runs)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
