@@ -85,23 +85,32 @@ def pad(
     right: int,
     border: int = BORDER_REFLECT_101,
     value: float = 0.0,
+    gather: bool = False,
 ) -> tf.Tensor:
     """Pad the first two axes of an HW or HWC image as cv2.copyMakeBorder does. `value` is the
     constant of BORDER_CONSTANT: a number, or OpenCV's Scalar (one number per channel, missing
-    ones 0: cv2's `value=9` on a BGR image is (9, 0, 0))."""
+    ones 0: cv2's `value=9` on a BGR image is (9, 0, 0)). `gather`: an image of any size that
+    is no graph input is padded by one gather an axis (pad_any_size)."""
     border &= ~BORDER_ISOLATED
     if border not in BORDER_NAMES:
         raise ValueError(f"unknown border type {border}")
     if border == BORDER_CONSTANT:
         value = border_value(value, image)
     if image.shape[0] is None or image.shape[1] is None:
-        return pad_any_size(image, top, bottom, left, right, border, value)
+        return pad_any_size(image, top, bottom, left, right, border, value, gather)
     rows = _pad_axis(image, 0, top, bottom, border, value) if top or bottom else image
     return _pad_axis(rows, 1, left, right, border, value) if left or right else rows
 
 
 def pad_any_size(
-    image: tf.Tensor, top: int, bottom: int, left: int, right: int, border: int, value=0.0
+    image: tf.Tensor,
+    top: int,
+    bottom: int,
+    left: int,
+    right: int,
+    border: int,
+    value=0.0,
+    gather: bool = False,
 ) -> tf.Tensor:
     """`pad` for an image of any size larger than the padding (its static size may be unknown:
     a shape-generic program), with `value` the constant border's pixel (a number, or one per
@@ -114,7 +123,11 @@ def pad_any_size(
     (BORDER_REFLECT) reaches ONNX as a scatter and compress graph: those two keep the slices.
     So does an image computed inside a gdp.cv2.chain: TVM's importer converts Pad only where
     its input's extents are known expressions, and after some ops (cvtColor's gray) they are
-    not; the slices take any."""
+    not; the slices take any. With `gather`, each axis is one gather by the border's index map
+    instead (_gather_axis): a stage of a stacked morphology (an opening's dilation of its
+    erosion), whose slices and concat of one line per padded position TVM took minutes to
+    compile for run-time extents (a 21x21 opening: 6 min, gathered 5 s); the gather's indices
+    are kernels of their own, so the stencils gdp tunes keep the slices."""
     border &= ~BORDER_ISOLATED
     values = np.unique(np.ravel(value))
     if (border in (BORDER_REFLECT_101, BORDER_CONSTANT)) and _from_graph_input(image):
@@ -133,8 +146,9 @@ def pad_any_size(
             border_ = tf.pad(zeros, pads, constant_values=tf.constant(1, image.dtype))
             fill = tf.constant(np.ravel(value), image.dtype)
             return tf.pad(image, pads) + border_ * fill
-    rows = _pad_axis_any_size(image, 0, top, bottom, border, value)
-    return _pad_axis_any_size(rows, 1, left, right, border, value)
+    pad_axis = _gather_axis if gather else _pad_axis_any_size
+    rows = pad_axis(image, 0, top, bottom, border, value)
+    return pad_axis(rows, 1, left, right, border, value)
 
 
 def _from_graph_input(x: tf.Tensor) -> bool:
@@ -192,6 +206,46 @@ def _pad_axis_any_size(x: tf.Tensor, axis: int, before: int, after: int, border:
             tail = [line(-2 - i) for i in range(after)]
     pieces = [*head, x, *tail]
     return pieces[0] if len(pieces) == 1 else tf.concat(pieces, axis=axis)
+
+
+def _gather_axis(x: tf.Tensor, axis: int, before: int, after: int, border: int, value):
+    """_pad_axis_any_size as one gather of the axis by the border's index map over
+    [-before, L + after) (BORDER_WRAP's too: for such an L it wraps once), the constant
+    border's positions then filled."""
+    if not before and not after:
+        return x
+    # The positions as values computed from the data (a running count of ones along the
+    # axis), not from tf.shape: TVM's ONNX importer refuses arithmetic on a run-time shape.
+    first = [0] * x.shape.rank  # the axis's line through the first value
+    first[axis] = slice(None)
+    line = x[tuple(first)]
+    # 1 for every value, NaN too (no value is both below and above 0); tf.ones_like of a
+    # run-time shape becomes ConstantOfShape, which TVM's importer takes only for a static one
+    ones = tf.cast(tf.logical_not(tf.logical_and(line < 0, line > 0)), tf.int32)
+    inner = tf.cumsum(ones) - 1
+    n = tf.reduce_sum(ones)
+    i = tf.concat(
+        [tf.range(-before, 0, dtype=tf.int32), inner, n + tf.range(after, dtype=tf.int32)], 0
+    )
+    if border in (BORDER_CONSTANT, BORDER_REPLICATE):
+        index = tf.clip_by_value(i, 0, n - 1)
+    elif border == BORDER_REFLECT:  # x[k-1] .. x[0] | x | x[L-1] .. x[L-k]
+        index = tf.where(i < 0, -1 - i, i)
+        index = tf.where(index >= n, 2 * n - 1 - index, index)
+    elif border == BORDER_WRAP:  # x[L-k] .. x[L-1] | x | x[0] .. x[k-1]
+        index = tf.math.floormod(i, n)
+    else:  # BORDER_REFLECT_101: x[k] .. x[1] | x | x[L-2] .. x[L-1-k]
+        index = tf.abs(i)
+        index = tf.where(index >= n, 2 * n - 2 - index, index)
+    out = tf.gather(x, index, axis=axis)
+    if border != BORDER_CONSTANT:
+        return out
+    inside = tf.logical_and(i >= 0, i < n)
+    for k in range(x.shape.rank):  # along `axis`, broadcast over the others
+        if k != axis:
+            inside = tf.expand_dims(inside, k)
+    fill = tf.constant(np.asarray(value, x.dtype.as_numpy_dtype))
+    return tf.where(inside, out, fill)
 
 
 def window(start: int, taps: int) -> slice:

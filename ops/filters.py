@@ -183,10 +183,13 @@ def morphology(
     dilate: bool,
     border: int,
     border_value,
+    stacked: bool = False,
 ) -> tf.Tensor:
     """cv::erode / cv::dilate, one iteration: min (max) over the kernel's non-zero taps.
     border_value is OpenCV's Scalar (a number is (v, 0, 0, 0): the other channels' border is
-    0); None is OpenCV's morphologyDefaultBorderValue: outside pixels never win."""
+    0); None is OpenCV's morphologyDefaultBorderValue: outside pixels never win. `stacked`:
+    the image is another morphology's result, padded by gathers where its size is free
+    (B.pad_any_size: as slices, TVM took minutes to compile an opening)."""
     kernel = np.asarray(kernel)
     kh, kw = kernel.shape
     ax = anchor[0] if anchor[0] >= 0 else kw // 2
@@ -199,7 +202,7 @@ def morphology(
             extreme = dtype.min if dilate else dtype.max
         border_value = [extreme] * 4
     value = border_value if border_value is not None else 0.0
-    padded = B.pad(image, ay, kh - 1 - ay, ax, kw - 1 - ax, border, value)
+    padded = B.pad(image, ay, kh - 1 - ay, ax, kw - 1 - ax, border, value, gather=stacked)
     if np.count_nonzero(kernel) > STENCIL_TAPS_2D:
         return morphology_runs(padded, kernel, dilate)
     pick = tf.maximum if dilate else tf.minimum

@@ -200,6 +200,12 @@ def enabled() -> bool:
 def runs_opencv(name: str, args: tuple, kwargs: dict) -> bool:
     """Whether this eager call is one the table gives to OpenCV. On every accelerated call,
     where a small image's whole call takes 6-20 us: kept to a few dict lookups (about 0.6 us)."""
+    image = args[0] if args else kwargs.get("src", kwargs.get("image"))
+    # First: a call on TF tensors (graph mode) reads no table. Inside a tf.function, autograph
+    # runs a converted copy of this code, whose module state is not this module's (the table
+    # stayed unset, and the first call of a process failed).
+    if not isinstance(image, np.ndarray) or image.ndim < 2:
+        return False
     slower = _slower
     if slower is _UNSET:
         _active()
@@ -209,9 +215,6 @@ def runs_opencv(name: str, args: tuple, kwargs: dict) -> bool:
         return False
     classes = per_variant.get(variant_of(name, args, kwargs) if name in VARIANTS else None)
     if classes is None:
-        return False
-    image = args[0] if args else kwargs.get("src", kwargs.get("image"))
-    if not isinstance(image, np.ndarray) or image.ndim < 2:
         return False
     shape = image.shape
     if _class_of(shape[0] * shape[1]) not in classes or not enabled():

@@ -726,10 +726,14 @@ def medianBlur(src, ksize, dst=None):
     return engine.call("medianBlur", F.median, [src], params, dst, free=free)
 
 
-def _morph(src, kernel, anchor, dilate, iterations, border, border_value):
+def _morph(src, kernel, anchor, dilate, iterations, border, border_value, stacked=False):
+    """`iterations` erosions (dilations) of `src`; `stacked`: src is a morphology's result."""
     out = src
-    for _ in range(iterations):
-        out = F.morphology(out, np.array(kernel, np.uint8), anchor, dilate, border, border_value)
+    for k in range(iterations):
+        kernel_u8 = np.array(kernel, np.uint8)
+        out = F.morphology(
+            out, kernel_u8, anchor, dilate, border, border_value, stacked=stacked or k > 0
+        )
     return out
 
 
@@ -795,8 +799,8 @@ def _in_steps(src, params: dict, op: int | None) -> bool:
     """Whether an eager morphology runs as single applications, each its own program for
     every size (_morph_steps): a kernel over LOOP_TAPS_2D taps, at most FREE_TAPS on a side,
     applied to its own result (iterations, or morphologyEx's open, close, top hat and black
-    hat), on an image larger than the kernel. As one program it compiles per size
-    (_morph_free)."""
+    hat), on an image larger than the kernel: faster than the stack as one program
+    (_morph_free), which graph calls build."""
     if engine.is_graph_call(src):
         return False
     if _rect_on_host(src, params):
@@ -867,17 +871,18 @@ def _morph_ex_steps(src: np.ndarray, params: dict, op: int) -> np.ndarray:
 def _morph_free(src, params: dict, op: int | None = None) -> bool:
     """Whether one program serves every size: an image larger than the kernel, and a kernel of
     at most LOOP_TAPS_2D taps, or at most FREE_TAPS on a side (its runs' window extremes:
-    gdp.ops.filters.morphology_runs) applied once. Such a kernel applied to its own result (an
-    opening, iterations) in one program takes one per size: for run-time extents TVM's lowering
-    of the second stage's border, a concat around the first stage's runs, took minutes (a 21x21
-    opening: 6 min; of static sizes 5 s). Eager calls run it in steps instead (_in_steps)."""
+    gdp.ops.filters.morphology_runs). Applied to its own result (an opening, iterations), the
+    second stage pads by gathers (F.morphology's `stacked`): as slices and a concat TVM took
+    minutes to compile it for run-time extents (a 21x21 opening: 6 min; gathered, about 5 s). Eager
+    calls still run such a stack in steps (_in_steps): 1.0 against 1.9 ms for a 480p BGR
+    21x21 opening."""
     kernel = np.asarray(params["kernel"])
     kh, kw = kernel.shape
     if not _fits(src, kw, kh):
         return False
     if np.count_nonzero(kernel) <= kernels.LOOP_TAPS_2D:
         return True
-    return max(kh, kw) <= kernels.FREE_TAPS and not _stacked(params, op)
+    return max(kh, kw) <= kernels.FREE_TAPS
 
 
 @common.accelerate("erode")
@@ -913,28 +918,28 @@ def dilate(
 def _morph_ex(src, op, kernel, anchor, iterations, border, border_value):
     import tensorflow as tf
 
-    def er(x):
-        return _morph(x, kernel, anchor, False, iterations, border, border_value)
+    def er(x, stacked=False):
+        return _morph(x, kernel, anchor, False, iterations, border, border_value, stacked)
 
-    def di(x):
-        return _morph(x, kernel, anchor, True, iterations, border, border_value)
+    def di(x, stacked=False):
+        return _morph(x, kernel, anchor, True, iterations, border, border_value, stacked)
 
     if op == _cv2.MORPH_ERODE:
         return er(src)
     if op == _cv2.MORPH_DILATE:
         return di(src)
     if op == _cv2.MORPH_OPEN:
-        return di(er(src))
+        return di(er(src), stacked=True)
     if op == _cv2.MORPH_CLOSE:
-        return er(di(src))
+        return er(di(src), stacked=True)
     wide = tf.int32 if src.dtype.is_integer else src.dtype
     # GRADIENT, TOPHAT, BLACKHAT: differences, saturated as OpenCV's subtract does.
     if op == _cv2.MORPH_GRADIENT:
         a, b = di(src), er(src)
     elif op == _cv2.MORPH_TOPHAT:
-        a, b = src, di(er(src))
+        a, b = src, di(er(src), stacked=True)
     else:
-        a, b = er(di(src)), src
+        a, b = er(di(src), stacked=True), src
     return (
         F.saturate(tf.cast(a, wide) - tf.cast(b, wide), src.dtype)
         if src.dtype.is_integer

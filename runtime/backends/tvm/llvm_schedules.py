@@ -100,6 +100,8 @@ def schedule(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
             continue
         if func.attrs is not None and func.attrs.get("tirx.is_host_func", False):
             continue  # a symbolic shape's computation on the host (shape-generic models)
+        if gvar.name_hint.startswith("cumsum"):
+            continue  # a scan along one line (a border's positions: gdp.ops.border), as TOPI's
         try:
             try:
                 sch = _schedule(func, cores)

@@ -402,3 +402,32 @@ def test_a_per_channel_constant_border_serves_every_size():
             np.testing.assert_array_equal(got, want)
 
     assert _compilations(run) == 4
+
+
+def test_stacked_morphologies_in_a_graph_compile_once_for_every_size():
+    """An opening and a closing with a replicated border inside a tf.function of free size:
+    each second stage pads the first's result by gathers (gdp.ops.border.pad_any_size), which
+    TVM compiles for run-time extents; as slices and a concat of one line per padded position
+    it took minutes, so such a graph compiled once per size."""
+    import tensorflow as tf
+
+    import gdp
+
+    ellipse = real.getStructuringElement(real.MORPH_ELLIPSE, (9, 9))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None, 3], tf.uint8, name="image")])
+    def stacked(image):
+        closed = cv2.morphologyEx(
+            image, real.MORPH_CLOSE, ellipse, borderType=real.BORDER_REPLICATE
+        )
+        return {"opened": cv2.morphologyEx(image, real.MORPH_OPEN, ellipse), "closed": closed}
+
+    model = gdp.compile(stacked, target="cpu")
+    for h, w in [(40, 57), (97, 131), (64, 33)]:
+        image = _photo(h, w)
+        got = model(image)
+        want = real.morphologyEx(image, real.MORPH_OPEN, ellipse)
+        np.testing.assert_array_equal(got["opened"], want, err_msg=f"{h}x{w}")
+        want = real.morphologyEx(image, real.MORPH_CLOSE, ellipse, borderType=real.BORDER_REPLICATE)
+        np.testing.assert_array_equal(got["closed"], want, err_msg=f"{h}x{w}")
+    assert model.report()["shapes"] == [{"image": (None, None, 3)}]

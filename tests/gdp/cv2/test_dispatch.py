@@ -6,6 +6,11 @@ held to OpenCV's either way."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import cv2 as real
 import numpy as np
@@ -172,3 +177,26 @@ def test_calibration_measures_and_makes_a_table(tmp_path, opencv_calls):
     assert set(table["entries"]["GaussianBlur"]) == {"240p"}
     dispatch.validate(table)
     assert opencv_calls == []  # gdp's kernels ran (hand kernels, both), not OpenCV's
+
+
+def test_a_process_whose_first_call_is_inside_a_tf_function():
+    """Autograph runs a converted copy of the dispatch check, whose module state is not the
+    module's: before any eager call had read the table, the first gdp.cv2 call inside a
+    tf.function failed (AttributeError). A fresh process, as a user's program starts."""
+    code = """
+        import numpy as np, tensorflow as tf, cv2 as real
+        import gdp, gdp.cv2 as cv2
+
+        @tf.function(input_signature=[tf.TensorSpec([None, None], tf.uint8)])
+        def blurred(x):
+            return cv2.GaussianBlur(x, (5, 5), 0)
+
+        image = np.arange(40 * 30, dtype=np.uint8).reshape(40, 30)
+        got = gdp.compile(blurred, target="cpu")(image)
+        np.testing.assert_array_equal(got, real.GaussianBlur(image, (5, 5), 0))
+    """
+    root = Path(__file__).resolve().parents[3]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    command = [sys.executable, "-c", textwrap.dedent(code)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, cwd=root)
+    assert done.returncode == 0, done.stderr[-3000:]
