@@ -278,7 +278,6 @@ def {name}(
         for r in range(ny - 1):
 {first_rows}
         for y in range(y0, y1):
-{before_row}
 {next_row}
 {column_pass}
 """
@@ -299,9 +298,9 @@ for x in range(wc // {block} * {block}, wc):
 """
 
 
-def _running_columns(column: str, finish: str) -> tuple[str, str]:
-    """(before the row pass, after it) of a box's column pass as a running sum per strip (its
-    `csum` row, OpenCV's ColumnSum): the strip's first row starts it from the ring's first
+def _running_columns(column: str, finish: str) -> str:
+    """A box's column pass (after the row pass) as a running sum per strip (its `csum` row,
+    OpenCV's ColumnSum): the strip's first row starts it from the ring's first
     ny - 1 rows; each row adds its newest row of row sums, stores, and subtracts its oldest
     (which the next row pass writes over). One pass over the row, whatever the kernel's
     height."""
@@ -327,10 +326,10 @@ def _running_columns(column: str, finish: str) -> tuple[str, str]:
 
     if finish == "box_scaled":
         body = f"wc - wc % {SCALED_TAIL}"
-        return "", start + run(_STORE[finish], "0", body, LANES) + run(
-            _SCALED_TAIL_STORE, body, "wc", 1
+        return (
+            start + run(_STORE[finish], "0", body, LANES) + run(_SCALED_TAIL_STORE, body, "wc", 1)
         )
-    return "", start + run(_STORE[finish], "0", "wc", LANES)
+    return start + run(_STORE[finish], "0", "wc", LANES)
 
 
 @functools.cache
@@ -363,7 +362,7 @@ def source(
 
     if ones and not taps:  # a long box: its column sums run, its row sums double
         name += "_running"
-        before, after = _running_columns(column, finish)
+        after = _running_columns(column, finish)
 
         def row_pass(row: str) -> str:
             return _row_pass_doubling(row, ring)
@@ -383,7 +382,6 @@ def source(
         tail = f'T.Cast("{column}", ring[offsets[s * ny + t] + x])' + (
             "" if ones else f' * T.Cast("{column}", ky[t])'
         )
-        before = ""
         after = _SUMMED_COLUMNS.format(
             block=BLOCK,
             column=column,
@@ -404,7 +402,6 @@ def source(
         max_strips=MAX_STRIPS,
         first_rows=indent(row_pass("y0 + r"), 12),
         next_row=indent(row_pass("y + ny - 1"), 12),
-        before_row=indent(before, 12),
         column_pass=indent(after, 12),
     )
     return name, inline(
@@ -483,7 +480,10 @@ def separable(
         np.ascontiguousarray(image).reshape(h, wc),
         out.reshape(h, wc),
         *plan.tables,
-        scratch("separable_line", MAX_STRIPS * (wpc + BLOCK), image.dtype),
+        # (a running box's rows go into its powers rows, not the line)
+        scratch(
+            "separable_line", MAX_STRIPS * (wpc + BLOCK) if not plan.running else 1, image.dtype
+        ),
         scratch("separable_ring", MAX_STRIPS * len(ky) * -(-wc // BLOCK) * BLOCK, plan.ring),
         scratch("separable_offsets", MAX_STRIPS * len(ky), np.int32),
         scratch("separable_csum", MAX_STRIPS * wc if plan.running else 1, plan.column),

@@ -728,9 +728,8 @@ def medianBlur(src, ksize, dst=None):
 
 def _morph(src, kernel, anchor, dilate, iterations, border, border_value, stacked=False):
     """`iterations` erosions (dilations) of `src`; `stacked`: src is a morphology's result."""
-    out = src
+    out, kernel_u8 = src, np.array(kernel, np.uint8)
     for k in range(iterations):
-        kernel_u8 = np.array(kernel, np.uint8)
         out = F.morphology(
             out, kernel_u8, anchor, dilate, border, border_value, stacked=stacked or k > 0
         )
