@@ -141,11 +141,11 @@ def sample_parts(name: str) -> SimpleNamespace:
 # -- prepare (here, with TensorFlow and TVM's compiler) --------------------------------------
 
 
-def _export(program, directory: Path, shapes: list | None = None) -> dict:
+def _export(program, directory: Path, shapes: list | None = None, cache_dir=None) -> dict:
     import gdp
 
     t0 = time.perf_counter()
-    model = gdp.compile(program, target="gpu", compile_only=True)
+    model = gdp.compile(program, target="gpu", compile_only=True, cache_dir=cache_dir)
     model.export(directory, shapes=shapes)
     return {"compile_s": round(time.perf_counter() - t0, 2), "kernels": model.report()["kernels"]}
 
@@ -159,7 +159,12 @@ def _workload_program(name: str):
     return module, module.program
 
 
-def prepare(out: Path, only: list[str] | None = None) -> None:
+def prepare(out: Path, only: list[str] | None = None, spread: int | None = None) -> None:
+    """Every program compiled and exported under `out` (those in `only`); with `spread`, the
+    workloads in `only` once more as variants `NAME@spreadN`, compiled with gpu_schedules'
+    SPREAD_ELEMENTS = N (run times them beside the others)."""
+    import tempfile
+
     import tensorflow as tf
 
     import gdp
@@ -175,11 +180,21 @@ def prepare(out: Path, only: list[str] | None = None) -> None:
     def wanted(key: str) -> bool:
         return not only or key in only
 
+    if spread is not None:
+        from gdp.runtime.backends.tvm import gpu_schedules
+
+        gpu_schedules.SPREAD_ELEMENTS = spread
     for name in WORKLOADS:
         if not wanted(name):
             continue
         module, program = _workload_program(name)
         shapes = [{k: v.shape for k, v in module.inputs().items()}]
+        if spread is not None:  # a cache of its own: the cache key knows no module constant
+            key = f"{name}@spread{spread}"
+            with tempfile.TemporaryDirectory() as cache:
+                done["bundles"][key] = _export(program, bundles / key, shapes, cache)
+            print(key, done["bundles"][key], flush=True)
+            continue
         done["bundles"][name] = _export(program, bundles / name, shapes)
         print(name, done["bundles"][name], flush=True)
         if name == "canny":
@@ -415,15 +430,16 @@ def run_workload(name: str, prepared: Path, device: Device, roofline: float) -> 
 
     import gdp
 
+    bundle, name = name, name.split("@")[0]  # NAME@VARIANT: a variant's bundle of NAME
     parts = sample_parts(name)
     if name == "canny":  # the input the cpu maps were computed on (see prepare)
         inputs = {"rgb": np.load(prepared / "canny_maps.npz")["rgb"]}
     else:
         inputs = parts.inputs()
-    model = gdp.load(prepared / "bundles" / name)
+    model = gdp.load(prepared / "bundles" / bundle)
     load_s = model.report()["load_s"]
     on_gpu = {k: device.put(v) for k, v in inputs.items()}
-    result: dict = {"name": name, "load_s": load_s, "kernels": model.report()["kernels"]}
+    result: dict = {"name": bundle, "load_s": load_s, "kernels": model.report()["kernels"]}
 
     # Correctness: host arrays in and out, then device arrays in and out.
     host_out = _by_name(model, model(**inputs))
@@ -704,6 +720,12 @@ def run(prepared: Path, out: Path, runs: int, only: list[str] | None) -> None:
             value = attempt(key, lambda k=key, c=case: run_cv2(k, c, prepared, device, src))
             if value:
                 report["cv2"].append(value)
+    report["variants"] = []
+    for key in prepared_cases:
+        if "@" in key and (not only or key.split("@")[0] in only):
+            value = attempt(key, lambda k=key: run_workload(k, prepared, device, roofline))
+            if value:
+                report["variants"].append(value)
     if "server" in prepared_cases and (not only or "server" in only):
         report["server"] = attempt("server", lambda: run_server(prepared, device))
     if "knn" in prepared_cases and (not only or "knn" in only):
@@ -889,6 +911,7 @@ def main() -> None:
     p = sub.add_parser("prepare")
     p.add_argument("--out", type=Path, default=ROOT / ".gpu")
     p.add_argument("--only", default="", help="comma-separated workloads / cv2 cases / server")
+    p.add_argument("--spread", type=int, help="variants of the --only workloads: SPREAD_ELEMENTS")
     r = sub.add_parser("run")
     r.add_argument("--prepared", type=Path, default=ROOT / ".gpu")
     r.add_argument("--out", type=Path, required=True)
@@ -900,7 +923,7 @@ def main() -> None:
     args = parser.parse_args()
     only = [s for s in getattr(args, "only", "").split(",") if s] or None
     if args.step == "prepare":
-        prepare(args.out, only)
+        prepare(args.out, only, args.spread)
     elif args.step == "run":
         run(args.prepared, args.out, args.runs, only)
     else:

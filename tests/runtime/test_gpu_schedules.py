@@ -191,9 +191,128 @@ def test_an_index_check_runs_one_thread_per_index_and_still_writes_its_indices()
 
 
 def test_a_buffer_one_kernel_alone_uses_is_local():
-    """An argmin's value half is read by its last stage only: left in global memory, TVM
-    allocates it inside that kernel (an illegal memory access on an H200)."""
+    """An argmin's value half is read by its last stage only, its index by the epilogue that
+    the last stage's thread computes: left in global memory, TVM allocates them inside that
+    kernel (an illegal memory access on an H200)."""
     scheduled = _scheduled(argmin)
     scopes = {b.name: b.scope() for b in scheduled.body.block.alloc_buffers}
     assert scopes.get("best_v_local") == "local", scopes
-    assert scopes["best_i"] == "global"  # read by the epilogue, another kernel
+    # read by the epilogue, which the last stage's thread computes after it
+    assert scopes.get("best_i_local") == "local", scopes
+
+
+def _tone(h: int, w: int):
+    @T.prim_func(s_tir=True)
+    def tone(a: T.Buffer((h, w, 3), "float32"), out: T.Buffer((h, w, 3), "float32")):
+        for i, j, c in T.grid(h, w, 3):
+            with T.sblock("tone"):
+                vi, vj, vc = T.axis.remap("SSS", [i, j, c])
+                out[vi, vj, vc] = (
+                    a[vi, vj, vc]
+                    * (T.float32(2.51) * a[vi, vj, vc] + T.float32(0.03))
+                    / (
+                        a[vi, vj, vc] * (T.float32(2.43) * a[vi, vj, vc] + T.float32(0.59))
+                        + T.float32(0.14)
+                    )
+                )
+
+    return tone
+
+
+def _tone_numpy(x):
+    return x * (2.51 * x + 0.03) / (x * (2.43 * x + 0.59) + 0.14)
+
+
+@T.prim_func(s_tir=True)
+def box3(a: T.Buffer((543, 961), "float32"), out: T.Buffer((541, 959), "float32")):
+    # a stencil: a short reduction per output, serial inside each of a thread's outputs
+    for i, j, di, dj in T.grid(541, 959, 3, 3):
+        with T.sblock("box"):
+            vi, vj, vdi, vdj = T.axis.remap("SSRR", [i, j, di, dj])
+            with T.init():
+                out[vi, vj] = T.float32(0)
+            out[vi, vj] = out[vi, vj] + a[vi + vdi, vj + vdj]
+
+
+def _box3(a: np.ndarray) -> np.ndarray:
+    h, w = a.shape
+    return sum(a[di : h - 2 + di, dj : w - 2 + dj] for di in range(3) for dj in range(3))
+
+
+@pytest.mark.parametrize(
+    ("func", "shape", "out_shape", "spread", "oracle"),
+    [
+        (_tone(544, 960), (544, 960, 3), (544, 960, 3), 4, _tone_numpy),
+        # no multiple of a block's outputs: one output a thread (see _spread_of)
+        (_tone(541, 963), (541, 963, 3), (541, 963, 3), 1, _tone_numpy),
+        # a short reduction per output: one output a thread
+        (box3, (543, 961), (541, 959), 1, _box3),
+    ],
+    ids=["elementwise", "elementwise-tail", "stencil"],
+)
+def test_a_spatial_kernel_spreads_outputs_over_threads_and_computes_what_numpy_does(
+    func, shape, out_shape, spread, oracle
+):
+    """Where a kernel's outputs fill whole blocks, each thread computes SPREAD_ELEMENTS of
+    them a block apart; every output is written once, with the value NumPy computes."""
+    scheduled = _scheduled(func)
+    text = scheduled.script()
+    assert 'thread="threadIdx.x"' in text, text
+    assert ("T.unroll(4)" in text) == (spread == 4), text
+    rng = np.random.default_rng(3)
+    a = rng.random(shape, dtype=np.float32)
+    out = np.full(out_shape, np.nan, np.float32)  # poisoned: an output left unwritten shows
+    _run(_serial(scheduled), a, out)
+    np.testing.assert_allclose(out, oracle(a.astype(np.float64)), rtol=1e-5)
+
+
+def test_a_threads_loads_come_before_its_stores_in_the_ptx(tmp_path):
+    """loads_before_stores: the PTX of a spread kernel loads all of a thread's inputs before
+    its first store (generic loads after a store wait for the one before them: one load in
+    flight a thread)."""
+    from gdp.runtime.backends.tvm import cuda
+
+    cuda._use_libdevice_search()
+    func = _scheduled(_tone(544, 960)).with_attr("global_symbol", "tone")
+    built = tvm.compile(
+        tvm.IRModule({"tone": func}), target=GPU, tir_pipeline=gpu_schedules.register_pipeline()
+    )
+    built.export_library(str(tmp_path / "tone.so"))
+    (ptx,) = cuda.ptx_of((tmp_path / "tone.so").read_bytes())
+    body = ptx[ptx.index("tone_kernel(") :]
+    body = body[: body.index("ret;")]
+    memory = [
+        line.split()[0] for line in body.splitlines() if line.strip().startswith(("ld.", "st."))
+    ]
+    loads = [
+        k for k, op in enumerate(memory) if op.startswith("ld.") and not op.startswith("ld.param")
+    ]
+    stores = [k for k, op in enumerate(memory) if op.startswith("st.")]
+    assert len(loads) == 4 and len(stores) == 4, memory
+    assert max(loads) < min(stores), memory
+
+
+def test_a_reductions_epilogue_runs_in_its_last_stage():
+    """An epilogue that reads its own output's reduction alone (a row mean's division) is
+    computed by the thread that finishes that reduction: no launch of its own."""
+    scheduled = _scheduled(row_mean)
+    launches = [
+        loop
+        for loop in _loops(scheduled)
+        if loop.thread_binding is not None and loop.thread_binding.thread_tag == "blockIdx.x"
+    ]
+    text = scheduled.script()
+    assert len(launches) == 2, text  # the partials, then the sums and their division
+    scopes = {b.name: b.scope() for b in scheduled.body.block.alloc_buffers}
+    assert scopes.get("total_local") == "local", scopes
+
+
+def _loops(func: tvm.tirx.PrimFunc) -> list:
+    found = []
+
+    def loop(node):
+        found.append(node)
+        return node
+
+    tvm_ffi.structural_map(func, [(tvm.tirx.For, loop)], order="post")
+    return found

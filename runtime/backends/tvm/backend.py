@@ -127,6 +127,10 @@ class TvmBackend(Backend):
         """The last step on the scheduled module, before the build."""
         return mod
 
+    def tir_pipeline(self) -> str:
+        """The name of the TIR pipeline tvm.compile lowers the kernels with."""
+        return "default"
+
     def prepare_load(self) -> None:
         """What must be set before the first kernel runs."""
 
@@ -191,7 +195,9 @@ class TvmBackend(Backend):
             mod = lowered
             kernels = sum(1 for f in mod.functions.values() if isinstance(f, tvm.tirx.PrimFunc))
             with _build_context(generic), _room_to_write():
-                built = tvm.compile(mod, target=target, relax_pipeline=None)
+                built = tvm.compile(
+                    mod, target=target, relax_pipeline=None, tir_pipeline=self.tir_pipeline()
+                )
                 built.export_library(str(outdir / LIBRARY))
         except CompileError:
             raise

@@ -394,6 +394,10 @@ class TvmCudaBackend(TvmBackend):
         meta["gpu_arch"] = arch
         return meta
 
+    def tir_pipeline(self) -> str:
+        # TVM's, with gdp's device pass (gpu_schedules.loads_before_stores) at its end.
+        return self.schedules.register_pipeline()
+
     def prepare_load(self) -> None:
         load_cuda_runtime()
 

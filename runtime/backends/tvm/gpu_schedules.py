@@ -209,12 +209,28 @@ def _two_stage(func: tvm.tirx.PrimFunc, target: tvm.target.Target):
         parts = _floor_pow2(length // LATER_PER_THREAD)
         reduce_loop = sch.get_loops(block)[-1]
         first = False
-    # The last stage: one thread per output over the remaining partials.
+    # The last stage: one thread per output over the remaining partials; what follows the
+    # reduction (an epilogue: a mean's division, an argmin's index made non-negative) computed
+    # by the same thread where it reads that thread's outputs alone, else its own kernel.
     outputs_left = sch.get_loops(block)[:-1]
     _bind(sch, sch.fuse(*outputs_left) if outputs_left else sch.add_unit_loop(block))
+    thread = sch.get_loops(block)[1]
+    together = True
     for info in infos:
-        if info is not reduction:
+        if info is reduction:
+            continue
+        try:
+            sch.reverse_compute_at(info.block_rv, thread)
+        except Exception:  # ScheduleError: it reads other threads' outputs, or more
             _bind(sch, sch.fuse(*sch.get_loops(info.block_rv)))
+            together = False
+    if together:
+        # The reduction's results are then read by their own thread alone: registers (left
+        # global, TVM would allocate them inside the kernel, which a GPU kernel cannot).
+        allocated = {b.name for b in sch.mod["main"].body.block.alloc_buffers}
+        for index, region in enumerate(sch.get(block).writes):
+            if _buffer_name(region.source) in allocated:
+                sch.set_scope(block, index, "local")
     return sch
 
 
@@ -443,7 +459,25 @@ def _bounded_fallback(func: tvm.tirx.PrimFunc, target: tvm.target.Target):
             break
         else:
             break
-    threads = int(target.attrs.get("max_num_threads", 1024))
+    _bind_spread(sch, infos)
+    return sch
+
+
+# A spatial kernel's threads each compute SPREAD_ELEMENTS outputs BLOCK_THREADS apart (one block
+# covers SPREAD_ELEMENTS * BLOCK_THREADS consecutive outputs; each of a warp's loads is still
+# consecutive): a thread then has that many loads in flight. One output a thread, as dlight's
+# Fallback writes it, keeps too few bytes in flight for an H200's memory: its 132
+# multiprocessors hold 2048 threads each, 8 KB of float32 loads, where about 25 KB per
+# multiprocessor are in flight at its 4.8 TB/s (Little's law over a ~700 ns load). A kernel
+# with fewer than SPREAD_LEAST_BLOCKS blocks' worth of outputs keeps one a thread.
+SPREAD_ELEMENTS = 4
+SPREAD_LEAST_BLOCKS = 264
+
+
+def _bind_spread(sch, infos) -> None:
+    """Each block of `infos` not bound yet: its spatial loops fused and split over blocks of
+    BLOCK_THREADS threads, each thread computing SPREAD_ELEMENTS outputs BLOCK_THREADS apart
+    (unrolled; fewer where the kernel is small), its reduction loops serial inside."""
     reductions = []
     for info in infos:
         block = info.block_rv
@@ -455,14 +489,76 @@ def _bounded_fallback(func: tvm.tirx.PrimFunc, target: tvm.target.Target):
             kinds[kind].append(loop)
         spatial = kinds["S"] or [sch.add_unit_loop(block)]
         sch.reorder(*spatial, *kinds["R"], *kinds["O"])
-        bx, tx = sch.split(sch.fuse(*spatial), factors=[None, threads])
+        fused = sch.fuse(*spatial)
+        extent = sch.get(fused).extent
+        each = _spread_of(extent) if not kinds["R"] else 1
+        if each > 1:
+            bx, inner, tx = sch.split(fused, factors=[None, each, BLOCK_THREADS])
+            sch.reorder(tx, inner)
+            sch.unroll(inner)
+        else:
+            bx, tx = sch.split(fused, factors=[None, BLOCK_THREADS])
         sch.bind(bx, "blockIdx.x")
         sch.bind(tx, "threadIdx.x")
         if kinds["R"]:
             reductions.append((block, kinds["R"][0]))
     for block, loop in reductions:
         sch.decompose_reduction(block, loop)
+
+
+def _spread_of(extent) -> int:
+    """How many outputs each thread of a spatial block of `extent` outputs computes: the most,
+    up to SPREAD_ELEMENTS, that leaves the kernel SPREAD_LEAST_BLOCKS blocks and no partial
+    last block. A partial block guards each output with its own condition, and its loads could
+    not go ahead of the stores before them (loads_before_stores): 1 then, as for a run-time
+    extent."""
+    if not isinstance(extent, tvm.tirx.IntImm):
+        return 1
+    each = SPREAD_ELEMENTS
+    while each > 1 and (
+        int(extent) % (each * BLOCK_THREADS)
+        or int(extent) < each * BLOCK_THREADS * SPREAD_LEAST_BLOCKS
+    ):
+        each //= 2
+    return each
+
+
+def _spread(func: tvm.tirx.PrimFunc, target: tvm.target.Target):
+    """dlight's Fallback (every producer inlined that can be, each block left bound to blocks
+    and threads) with gdp's binding (_bind_spread: several outputs a thread). None where TVM
+    cannot normalise the kernel, or a block of it launches its own threads (TOPI's GPU code)."""
+    from tvm.s_tir.dlight.analysis import normalize_prim_func
+    from tvm.s_tir.dlight.base import try_inline
+
+    sch = tvm.s_tir.Schedule(func)
+    infos = normalize_prim_func(sch)
+    if infos is None:
+        return None
+    infos = try_inline(sch, infos)
+    for info in infos:
+        if not sch.get_loops(info.block_rv) and _launches_threads(sch.get(info.block_rv).body):
+            return None
+    _bind_spread(sch, infos)
     return sch
+
+
+def _launches_threads(stmt) -> bool:
+    """Whether `stmt` launches GPU threads itself (TOPI's GPU code: thread_extent attributes or
+    thread-bound loops)."""
+    found = []
+
+    def attr(node):
+        if node.attr_key in ("thread_extent", "virtual_thread"):
+            found.append(node)
+        return node
+
+    def loop(node):
+        if node.thread_binding is not None:
+            found.append(node)
+        return node
+
+    tvm_ffi.structural_map(stmt, [(tvm.tirx.AttrStmt, attr), (tvm.tirx.For, loop)], order="post")
+    return bool(found)
 
 
 def _candidates(func: tvm.tirx.PrimFunc, target: tvm.target.Target, name: str, why: list):
@@ -491,6 +587,14 @@ def _candidates(func: tvm.tirx.PrimFunc, target: tvm.target.Target, name: str, w
                 yield "bounded inlining", sch.mod["main"]
         except Exception as err:
             why.append(f"bounded inlining: {_first_line(err)}")
+    if inlined <= INLINE_LIMIT:
+        try:
+            with target:
+                sch = _spread(func, target)
+            if sch is not None:
+                yield "spread", sch.mod["main"]
+        except Exception as err:  # a primitive refused
+            why.append(f"spread: {_first_line(err)}")
     for rule in () if inlined > INLINE_LIMIT else _rules():
         how = type(rule).__name__
         try:
@@ -722,3 +826,77 @@ def row_scan(stmt) -> tuple[int, bool] | None:
     """These schedules compute no reduction one input row at a time (KERNEL_RULES does not let
     row scans share a kernel): never asked, and None for every block."""
     return None
+
+
+# -- after lowering ---------------------------------------------------------------------------
+
+
+def loads_before_stores(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
+    """A GPU kernel whose threads each store several outputs one after another (_bind_spread's,
+    unrolled) with each output's value computed before any of them is stored: the loads of all
+    of a thread's outputs then come before its first store. As TVM writes them, each output's
+    loads follow the store before it; the PTX addresses them generically, so neither LLVM nor
+    ptxas may move a load above a store that might alias it, and a thread waits for one load
+    at a time. Applied to a sequence of unconditional stores whose values and indices load no
+    buffer that the sequence stores into (distinct buffers of a kernel do not alias: TVM marks
+    its kernels tirx.noalias); anything else is left as it is."""
+    if func.attrs is None or not func.attrs.get("tirx.noalias", False):
+        return func
+
+    def loaded(node) -> set:
+        found: set = set()
+
+        def load(expr):
+            found.add(_buffer_name(expr.source))
+            return expr
+
+        tvm_ffi.structural_map(node, [(tvm.ir.expr.TensorLoad, load)], order="post")
+        return found
+
+    def reorder(seq):
+        # A thread's body: TVM's common subexpressions (Bind: a variable for the statements
+        # after it) and the stores.
+        items = list(seq.seq)
+        stores = [stmt for stmt in items if isinstance(stmt, tvm.tirx.BufferStore)]
+        if len(stores) < 2 or not all(
+            isinstance(stmt, (tvm.tirx.BufferStore, tvm.tirx.Bind)) for stmt in items
+        ):
+            return seq
+        # By name: two buffers of one name count as one (the safe way round).
+        written = {_buffer_name(store.buffer) for store in stores}
+        if any(written & loaded(stmt) for stmt in items):
+            return seq
+        body, last = [], []
+        for stmt in items:
+            if isinstance(stmt, tvm.tirx.BufferStore):
+                value = tvm.tirx.Var(f"spread_{len(last)}", str(stmt.value.ty.dtype))
+                body.append(tvm.tirx.Bind(value, stmt.value))
+                last.append(tvm.tirx.BufferStore(stmt.buffer, value, stmt.indices))
+            else:
+                body.append(stmt)
+        return tvm.tirx.SeqStmt(body + last)
+
+    return tvm_ffi.structural_map(func, [(tvm.tirx.SeqStmt, reorder)], order="post")
+
+
+PIPELINE = "gdp-gpu"
+
+
+def register_pipeline() -> str:
+    """TVM's default TIR pipeline with loads_before_stores after its device passes, registered
+    under PIPELINE (for tvm.compile's tir_pipeline)."""
+    from tvm.tirx import compilation_pipeline
+
+    def pipeline():
+        lower, host, device = compilation_pipeline.get_default_tir_pipeline(
+            tvm.target.Target({"kind": "nvptx"})
+        )
+
+        @tvm.tirx.transform.prim_func_pass(opt_level=0)
+        def reordered(func, _mod, _ctx):
+            return loads_before_stores(func)
+
+        return lower, host, lambda: tvm.transform.Sequential([device(), reordered])
+
+    compilation_pipeline.PIPELINE_MAP[PIPELINE] = pipeline
+    return PIPELINE
