@@ -242,13 +242,15 @@ def _box3(a: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize(
     ("func", "shape", "out_shape", "spread", "oracle"),
     [
-        (_tone(544, 960), (544, 960, 3), (544, 960, 3), 4, _tone_numpy),
-        # no multiple of a block's outputs: one output a thread (see _spread_of)
+        (_tone(1080, 1920), (1080, 1920, 3), (1080, 1920, 3), 4, _tone_numpy),
+        # too few outputs for 4 a thread (see _spread_of)
+        (_tone(544, 960), (544, 960, 3), (544, 960, 3), 1, _tone_numpy),
+        # no multiple of a block's outputs: one output a thread
         (_tone(541, 963), (541, 963, 3), (541, 963, 3), 1, _tone_numpy),
         # a short reduction per output: one output a thread
         (box3, (543, 961), (541, 959), 1, _box3),
     ],
-    ids=["elementwise", "elementwise-tail", "stencil"],
+    ids=["elementwise", "elementwise-small", "elementwise-tail", "stencil"],
 )
 def test_a_spatial_kernel_spreads_outputs_over_threads_and_computes_what_numpy_does(
     func, shape, out_shape, spread, oracle
@@ -273,7 +275,7 @@ def test_a_threads_loads_come_before_its_stores_in_the_ptx(tmp_path):
     from gdp.runtime.backends.tvm import cuda
 
     cuda._use_libdevice_search()
-    func = _scheduled(_tone(544, 960)).with_attr("global_symbol", "tone")
+    func = _scheduled(_tone(1080, 1920)).with_attr("global_symbol", "tone")
     built = tvm.compile(
         tvm.IRModule({"tone": func}), target=GPU, tir_pipeline=gpu_schedules.register_pipeline()
     )
@@ -305,6 +307,27 @@ def test_a_reductions_epilogue_runs_in_its_last_stage():
     assert len(launches) == 2, text  # the partials, then the sums and their division
     scopes = {b.name: b.scope() for b in scheduled.body.block.alloc_buffers}
     assert scopes.get("total_local") == "local", scopes
+
+
+@pytest.mark.parametrize(("func", "epilogue"), [(row_mean, "divide"), (argmin, "out")])
+def test_an_epilogue_in_the_last_stage_runs_in_no_thread_past_the_last_output(func, epilogue):
+    """The last stage's threads run in blocks of BLOCK_THREADS: those past the last output
+    (all but one for an argmin's scalar) must not run the epilogue, whose inputs they never
+    computed (thread-local on the GPU: garbage; an H200 run without this guard crashed knn
+    with an illegal memory access and gave mean_std NaNs, where the serial CPU run of the
+    kernel, sharing one 'local' among its threads, was right)."""
+    from tvm.s_tir import SBlockRealize
+
+    realizes = []
+
+    def seen(node):
+        if node.block.name_hint == epilogue:
+            realizes.append(node)
+        return node
+
+    tvm_ffi.structural_map(_scheduled(func), [(SBlockRealize, seen)], order="post")
+    (realize,) = realizes
+    assert not isinstance(realize.predicate, tvm.tirx.IntImm), realize.predicate
 
 
 def _loops(func: tvm.tirx.PrimFunc) -> list:

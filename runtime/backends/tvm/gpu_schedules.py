@@ -211,20 +211,23 @@ def _two_stage(func: tvm.tirx.PrimFunc, target: tvm.target.Target):
         first = False
     # The last stage: one thread per output over the remaining partials; what follows the
     # reduction (an epilogue: a mean's division, an argmin's index made non-negative) computed
-    # by the same thread where it reads that thread's outputs alone, else its own kernel.
+    # by the same thread where it reads that thread's outputs alone, else its own kernel. The
+    # epilogue goes under the outputs' loop before that loop is split over threads, so the
+    # split's bound (no thread past the last output) guards it too.
     outputs_left = sch.get_loops(block)[:-1]
-    _bind(sch, sch.fuse(*outputs_left) if outputs_left else sch.add_unit_loop(block))
-    thread = sch.get_loops(block)[1]
-    together = True
+    outputs = sch.fuse(*outputs_left) if outputs_left else sch.add_unit_loop(block)
+    apart = []
     for info in infos:
         if info is reduction:
             continue
         try:
-            sch.reverse_compute_at(info.block_rv, thread)
+            sch.reverse_compute_at(info.block_rv, outputs)
         except Exception:  # ScheduleError: it reads other threads' outputs, or more
-            _bind(sch, sch.fuse(*sch.get_loops(info.block_rv)))
-            together = False
-    if together:
+            apart.append(info)
+    _bind(sch, outputs)
+    for info in apart:
+        _bind(sch, sch.fuse(*sch.get_loops(info.block_rv)))
+    if not apart:
         # The reduction's results are then read by their own thread alone: registers (left
         # global, TVM would allocate them inside the kernel, which a GPU kernel cannot).
         allocated = {b.name for b in sch.mod["main"].body.block.alloc_buffers}
@@ -469,9 +472,12 @@ def _bounded_fallback(func: tvm.tirx.PrimFunc, target: tvm.target.Target):
 # Fallback writes it, keeps too few bytes in flight for an H200's memory: its 132
 # multiprocessors hold 2048 threads each, 8 KB of float32 loads, where about 25 KB per
 # multiprocessor are in flight at its 4.8 TB/s (Little's law over a ~700 ns load). A kernel
-# with fewer than SPREAD_LEAST_BLOCKS blocks' worth of outputs keeps one a thread.
+# spread keeps at least SPREAD_LEAST_BLOCKS blocks (about 4 waves of an H200's threads).
+# Measured on an H200, each kernel launched alone (benchmarks/results/gpu.md, variants): tone
+# (6.2 M outputs) 1, 2, 4, 8 a thread: 0.022, 0.020, 0.019, 0.019 ms; dnn_letterbox (1.2 M
+# outputs, gathers) 0.0067, 0.0076, 0.0084, 0.0085 ms: one a thread, which this bound keeps.
 SPREAD_ELEMENTS = 4
-SPREAD_LEAST_BLOCKS = 264
+SPREAD_LEAST_BLOCKS = 4 * 132 * 2048 // 256
 
 
 def _bind_spread(sch, infos) -> None:
