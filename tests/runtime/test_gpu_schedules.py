@@ -339,3 +339,47 @@ def _loops(func: tvm.tirx.PrimFunc) -> list:
 
     tvm_ffi.structural_map(func, [(tvm.tirx.For, loop)], order="post")
     return found
+
+
+@T.prim_func(s_tir=True)
+def channel_std(
+    a: T.Buffer((4096, 3), "int64"),
+    mean: T.Buffer((3,), "int64"),
+    scaled: T.Buffer((3,), "float64"),
+    out: T.Buffer((3,), "float64"),
+):
+    # mean_std's std: an epilogue that also reads another output of the kernel (the mean)
+    total = T.sblock_alloc_buffer((3,), "int64")
+    for k, c in T.grid(4096, 3):
+        with T.sblock("sum"):
+            vk, vc = T.axis.remap("RS", [k, c])
+            with T.init():
+                total[vc] = T.int64(0)
+            total[vc] = total[vc] + a[vk, vc]
+    for c in range(3):
+        with T.sblock("scaled"):
+            vc = T.axis.remap("S", [c])
+            scaled[vc] = T.Cast("float64", mean[vc]) * T.float64(0.5)
+    for c in range(3):
+        with T.sblock("std"):
+            vc = T.axis.remap("S", [c])
+            out[vc] = T.sqrt(
+                T.Cast("float64", total[vc]) * T.float64(0.25) - scaled[vc] * scaled[vc]
+            )
+
+
+def test_an_epilogue_reading_every_output_is_not_run_by_each_thread():
+    """An epilogue block that needs other blocks' results for every output would, moved into
+    the last stage, loop over all outputs in each thread, reading other threads' registers (on
+    an H200 mean_std's std came out NaN): it stays a kernel of its own, and the reduction's
+    results stay in global memory."""
+    scheduled = _scheduled(channel_std)
+    scopes = {b.name: b.scope() for b in scheduled.body.block.alloc_buffers}
+    assert scopes.get("total") == "global", scopes
+    rng = np.random.default_rng(5)
+    a = rng.integers(0, 1000, (4096, 3), dtype=np.int64)
+    mean = rng.integers(0, 10, 3, dtype=np.int64)
+    out = np.full(3, np.nan)
+    _run(_serial(scheduled), a, mean, np.zeros(3), out)
+    want = np.sqrt(a.sum(axis=0) * 0.25 - (mean * 0.5) ** 2)
+    np.testing.assert_allclose(out, want, rtol=1e-12)

@@ -220,10 +220,21 @@ def _two_stage(func: tvm.tirx.PrimFunc, target: tvm.target.Target):
     for info in infos:
         if info is reduction:
             continue
+        trial = sch.copy()
         try:
-            sch.reverse_compute_at(info.block_rv, outputs)
-        except Exception:  # ScheduleError: it reads other threads' outputs, or more
+            trial.reverse_compute_at(info.block_rv, outputs)
+        except Exception:  # ScheduleError: it reads what the loop does not compute, or more
             apart.append(info)
+            continue
+        # Taken only where each thread then computes its own output's epilogue alone: a
+        # block that needs every output (or none of the reduction's: mean_std's mean, read
+        # by its std) would loop over all of them in every thread, reading other threads'
+        # registers (on an H200: NaNs).
+        inner = trial.get_loops(info.block_rv)[1:]  # those under the outputs' loop
+        if any(int(trial.get(loop).extent) != 1 for loop in inner):
+            apart.append(info)
+            continue
+        sch = trial
     _bind(sch, outputs)
     for info in apart:
         _bind(sch, sch.fuse(*sch.get_loops(info.block_rv)))
