@@ -5,8 +5,9 @@ Each kernel takes the first of these that binds its threads:
 - a kernel with one reduction longer than SERIAL_REDUCTION: gdp's two-stage reduction
   (_two_stage: rfactor into partials in global memory, further stages summing them, every stage
   its own kernel, no value passed between threads);
-- dlight's Fallback rule (a spatial kernel's loops fused and bound to blocks and threads; a short
-  reduction serial per thread), then TVM's DefaultGPUSchedule pass;
+- gdp's spread schedule (_spread: dlight's inlining, a spatial kernel's loops fused, each thread
+  computing SPREAD_ELEMENTS outputs a block apart; a short reduction serial per thread), then
+  dlight's Fallback rule, then TVM's DefaultGPUSchedule pass;
 - a kernel TOPI already wrote for the GPU beside an unscheduled producer: that producer bound
   (_bind_loose_blocks);
 - one thread (a kernel with no loops of its own).
@@ -15,8 +16,9 @@ gdp's index checks run one thread per index (_index_check_on_threads). Around th
 (_rules says why; dlight's Matmul, GEMV, Reduction and GeneralReduction rules are not used); a
 kernel whose full inlining would explode (a median's sorting network) is inlined only within a
 budget (_bounded_fallback); a buffer one kernel alone uses is local; every thread index is made
-int32. A GPU kernel without thread bindings would fail TVM's memory verification at build
-time, so every kernel ends up bound, or the compile fails naming it and each rule's reason.
+int32. After lowering, loads_before_stores (a device pass of the PIPELINE registered here) puts
+a thread's loads ahead of its stores. A GPU kernel without thread bindings would fail TVM's
+memory verification at build time, so every kernel ends up bound, or the compile fails naming it and each rule's reason.
 
 Stencils as shared-memory tiles with halos and warp-shuffle reductions (docs/gpu.md) are not
 written yet; KERNEL_RULES are therefore conservative: one many-to-many op a kernel, no row
