@@ -18,7 +18,8 @@ kernel whose full inlining would explode (a median's sorting network) is inlined
 budget (_bounded_fallback); a buffer one kernel alone uses is local; every thread index is made
 int32. After lowering, loads_before_stores (a device pass of the PIPELINE registered here) puts
 a thread's loads ahead of its stores. A GPU kernel without thread bindings would fail TVM's
-memory verification at build time, so every kernel ends up bound, or the compile fails naming it and each rule's reason.
+memory verification at build time, so every kernel ends up bound, or the compile fails naming
+it and each rule's reason.
 
 Stencils as shared-memory tiles with halos and warp-shuffle reductions (docs/gpu.md) are not
 written yet; KERNEL_RULES are therefore conservative: one many-to-many op a kernel, no row
