@@ -159,10 +159,13 @@ def _workload_program(name: str):
     return module, module.program
 
 
-def prepare(out: Path, only: list[str] | None = None, spread: int | None = None) -> None:
+def prepare(
+    out: Path, only: list[str] | None = None, spread: int | None = None, narrow: bool = False
+) -> None:
     """Every program compiled and exported under `out` (those in `only`); with `spread`, the
     workloads in `only` once more as variants `NAME@spreadN`, compiled with gpu_schedules'
-    SPREAD_ELEMENTS = N (run times them beside the others)."""
+    SPREAD_ELEMENTS = N (run times them beside the others); with `narrow`, as `NAME@narrow`
+    with its NARROW_INDICES switched."""
     import tempfile
 
     import tensorflow as tf
@@ -180,17 +183,23 @@ def prepare(out: Path, only: list[str] | None = None, spread: int | None = None)
     def wanted(key: str) -> bool:
         return not only or key in only
 
-    if spread is not None:
+    variant = None
+    if spread is not None or narrow:
         from gdp.runtime.backends.tvm import gpu_schedules
 
-        gpu_schedules.SPREAD_ELEMENTS = spread
+        if spread is not None:
+            gpu_schedules.SPREAD_ELEMENTS = spread
+            variant = f"spread{spread}"
+        if narrow:
+            gpu_schedules.NARROW_INDICES = not gpu_schedules.NARROW_INDICES
+            variant = "narrow" if gpu_schedules.NARROW_INDICES else "wide"
     for name in WORKLOADS:
         if not wanted(name):
             continue
         module, program = _workload_program(name)
         shapes = [{k: v.shape for k, v in module.inputs().items()}]
-        if spread is not None:  # a cache of its own: the cache key knows no module constant
-            key = f"{name}@spread{spread}"
+        if variant is not None:  # a cache of its own: the cache key knows no module constant
+            key = f"{name}@{variant}"
             with tempfile.TemporaryDirectory() as cache:
                 done["bundles"][key] = _export(program, bundles / key, shapes, cache)
             print(key, done["bundles"][key], flush=True)
@@ -912,6 +921,7 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=ROOT / ".gpu")
     p.add_argument("--only", default="", help="comma-separated workloads / cv2 cases / server")
     p.add_argument("--spread", type=int, help="variants of the --only workloads: SPREAD_ELEMENTS")
+    p.add_argument("--narrow", action="store_true", help="variants: NARROW_INDICES switched")
     r = sub.add_parser("run")
     r.add_argument("--prepared", type=Path, default=ROOT / ".gpu")
     r.add_argument("--out", type=Path, required=True)
@@ -923,7 +933,7 @@ def main() -> None:
     args = parser.parse_args()
     only = [s for s in getattr(args, "only", "").split(",") if s] or None
     if args.step == "prepare":
-        prepare(args.out, only, args.spread)
+        prepare(args.out, only, args.spread, args.narrow)
     elif args.step == "run":
         run(args.prepared, args.out, args.runs, only)
     else:

@@ -96,6 +96,8 @@ def schedule(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
     for gvar, func in list(_kernels(mod)):
         if func.attrs is not None and func.attrs.get("tirx.is_scheduled", False):
             continue
+        if NARROW_INDICES:
+            func = _narrowed(func)
         if gvar.name_hint.startswith(INDEX_CHECK):
             spread = _index_check_on_threads(func)
             if spread is not None:
@@ -118,6 +120,26 @@ def schedule(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
                 f" for {target.attrs.get('mcpu', target.kind.name)}: {' | '.join(why)}"
             )
     return mod
+
+
+# Whether a kernel whose buffers all hold fewer than 2^31 elements has its indices computed in
+# int32 (TVM's ForceNarrowIndexToInt32) before it is scheduled: Relax's are int64, which the
+# GPU computes in pairs of 32-bit instructions (a resize's coordinates: 33 of its 206 PTX
+# instructions are 64-bit integer arithmetic, 11 narrowed).
+NARROW_INDICES = False
+
+
+def _narrowed(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
+    """`func` with int32 indices where every buffer it names fits them; as it is otherwise, or
+    where TVM's pass refuses it."""
+    from tvm.tirx.buffer import is_buffer_var
+
+    if any(_elements(p.ty.shape) >= 1 << 31 for p in func.params if is_buffer_var(p)):
+        return func
+    try:
+        return tvm.tirx.transform.ForceNarrowIndexToInt32()(tvm.IRModule({"main": func}))["main"]
+    except Exception:  # TVM refuses some kernels (int64 data it would have to narrow): as is
+        return func
 
 
 # The longest reduction (elements per output) a thread computes alone, in Fallback's schedule:
