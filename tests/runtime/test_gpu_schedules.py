@@ -383,3 +383,44 @@ def test_an_epilogue_reading_every_output_is_not_run_by_each_thread():
     _run(_serial(scheduled), a, mean, np.zeros(3), out)
     want = np.sqrt(a.sum(axis=0) * 0.25 - (mean * 0.5) ** 2)
     np.testing.assert_allclose(out, want, rtol=1e-12)
+
+
+@T.prim_func(s_tir=True)
+def resize_rows(
+    a: T.Buffer((T.int64(1080), T.int64(640)), "uint8"),
+    out: T.Buffer((T.int64(360), T.int64(640)), "float32"),
+):
+    # as Relax writes kernels: int64 extents and a coordinate computed in float, cast to int64
+    for i, j in T.grid(T.int64(360), T.int64(640)):
+        with T.sblock("rows"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            out[vi, vj] = T.Cast(
+                "float32",
+                a[
+                    T.min(
+                        T.max(
+                            T.Cast(
+                                "int64",
+                                T.floor(T.Cast("float32", vi) * T.float32(3.0) + T.float32(1.0)),
+                            ),
+                            T.int64(0),
+                        ),
+                        T.int64(1079),
+                    ),
+                    vj,
+                ],
+            )
+
+
+def test_a_kernels_int64_indices_are_computed_in_int32_and_still_right():
+    """NARROW_INDICES: a kernel whose buffers fit int32 indices is scheduled with them (the
+    GPU computes int64 in pairs of instructions), and computes what NumPy does."""
+    scheduled = _scheduled(resize_rows)
+    text = scheduled.script()
+    assert "int64" not in text, text
+    rng = np.random.default_rng(7)
+    a = rng.integers(0, 256, (1080, 640), dtype=np.uint8)
+    out = np.full((360, 640), np.nan, np.float32)
+    _run(_serial(scheduled), a, out)
+    rows = np.clip(np.floor(np.arange(360) * 3.0 + 1.0).astype(np.int64), 0, 1079)
+    np.testing.assert_array_equal(out, a[rows].astype(np.float32))

@@ -96,7 +96,7 @@ def schedule(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
     for gvar, func in list(_kernels(mod)):
         if func.attrs is not None and func.attrs.get("tirx.is_scheduled", False):
             continue
-        if NARROW_INDICES:
+        if NARROW_INDICES and _longest_reduction(func) <= SERIAL_REDUCTION:
             func = _narrowed(func)
         if gvar.name_hint.startswith(INDEX_CHECK):
             spread = _index_check_on_threads(func)
@@ -122,11 +122,15 @@ def schedule(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
     return mod
 
 
-# Whether a kernel whose buffers all hold fewer than 2^31 elements has its indices computed in
-# int32 (TVM's ForceNarrowIndexToInt32) before it is scheduled: Relax's are int64, which the
-# GPU computes in pairs of 32-bit instructions (a resize's coordinates: 33 of its 206 PTX
-# instructions are 64-bit integer arithmetic, 11 narrowed).
-NARROW_INDICES = False
+# Whether a kernel without a long reduction (one the spread schedule or Fallback takes) whose
+# buffers all hold fewer than 2^31 elements has its indices computed in int32 (TVM's
+# ForceNarrowIndexToInt32) before it is scheduled: Relax's are int64, which the GPU computes in
+# pairs of 32-bit instructions (dnn_letterbox's resize: 33 of its 206 PTX instructions were
+# 64-bit integer arithmetic, 11 after). Measured on an H200 (benchmarks/results/gpu.md,
+# variants), each kernel launched alone: gaussian 0.0775 -> 0.0511 ms, dnn_letterbox 0.0067 ->
+# 0.0052, tone unchanged; every workload narrowed whole still matched its peer, but mean_std's
+# long reductions ran slower (0.153 -> 0.181 ms of kernels), so those are left wide.
+NARROW_INDICES = True
 
 
 def _narrowed(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
