@@ -471,6 +471,33 @@ def test_compiling_for_gpu_without_one_is_a_clear_error(tmp_path):
         gdp.compile(tone.program, target="gpu", verify=False, cache_dir=tmp_path)
 
 
+def test_a_stacked_morphology_called_on_the_gpu_compiles(monkeypatch, tmp_path):
+    """gdp.cv2.morphologyEx's opening, called eagerly with target "gpu": its second stage pads
+    by gathers at positions a cumsum makes, and TVM's GPU cumsum (shared memory, barriers,
+    int64 threads) did not build (CompileError); the CPU's loop does. Without a GPU the call
+    gets as far as loading; with one it matches OpenCV."""
+    import cv2 as opencv
+
+    import gdp.cv2 as cv2
+
+    monkeypatch.setenv("GDP_CACHE_DIR", str(tmp_path))
+    src = np.random.default_rng(3).integers(0, 256, (7, 5, 3), dtype=np.uint8)
+    kernel = np.ones((3, 3), np.uint8)
+    previous = gdp.default_target()
+    gdp.set_target("gpu")
+    cv2.clear_cache()
+    try:
+        if HAS_GPU:
+            got = cv2.morphologyEx(src, cv2.MORPH_OPEN, kernel)
+            np.testing.assert_array_equal(got, opencv.morphologyEx(src, cv2.MORPH_OPEN, kernel))
+        else:
+            with pytest.raises(ExecutionError, match="target 'gpu' needs"):
+                cv2.morphologyEx(src, cv2.MORPH_OPEN, kernel)
+    finally:
+        gdp.set_target(previous)
+        cv2.clear_cache()
+
+
 @pytest.mark.skipif(not HAS_GPU, reason=NO_GPU)
 @pytest.mark.parametrize("name", workload.WORKLOADS)
 def test_workload_on_the_gpu_matches_its_peer(name):

@@ -213,6 +213,17 @@ def _cuda_pipeline():
     return pipeline
 
 
+def _as_on_cpu(dispatch: tvm.transform.Pass) -> tvm.transform.Pass:
+    """`dispatch` run as for the CPU: the TIR it writes is then plain loops."""
+
+    @tvm.transform.module_pass(opt_level=0, name=f"{dispatch.info.name}AsOnCpu")
+    def run(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        with tvm.target.Target({"kind": "llvm"}):
+            return dispatch(mod)
+
+    return run
+
+
 class _Pipeline:
     """TVM's CUDA pass lists (tvm.relax.backend.cuda.pipeline) less the dlight scheduling its
     legalize step ends with: lowering.py fuses after legalisation, and the fused kernels are
@@ -221,7 +232,12 @@ class _Pipeline:
 
     @staticmethod
     def library_dispatch_passes(target: tvm.target.Target) -> list:
-        return _cuda_pipeline().library_dispatch_passes(target)
+        # DispatchSortScan as for the CPU: its GPU scans and sorts are TIR written for the GPU
+        # with shared memory, block barriers and int64 thread loops, which TVM 0.27's NVPTX
+        # code generation does not build (a stacked morphology's gather positions, a cumsum,
+        # failed to compile); the CPU's are loops gdp's schedules bind.
+        passes = _cuda_pipeline().library_dispatch_passes(target)
+        return [_as_on_cpu(p) if p.info.name == "DispatchSortScan" else p for p in passes]
 
     @staticmethod
     def legalize_passes(target: tvm.target.Target) -> list:
