@@ -779,13 +779,15 @@ def report(source: Path, results: Path) -> None:
         " `kernels` is the sum of its kernels' times (profile=True: CUDA events, which also hold"
         " the host's launch gaps); `kernel alone` is a one-kernel program's kernel launched back"
         " to back (the GPU's own time); the roofline is the workload's least bytes moved at the"
-        " device-copy bandwidth.",
+        " device-copy bandwidth. `NAME@VARIANT` rows are the workload compiled with one of"
+        " gpu_schedules' constants changed (`gpu.py prepare --spread N` / `--narrow`), timed in"
+        " the same run.",
         "",
         "| workload | check | gdp | gdp kernels | kernel alone | roofline | best peer | peer |"
         " gdp speedup |",
         "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |",
     ]
-    for w in data["workloads"]:
+    for w in data["workloads"] + data.get("variants", []):
         timings = w["on_device"]
         peers = {k: v for k, v in timings.items() if k != "gdp"}
         best = min(peers, key=lambda k: peers[k]["median_ms"]) if peers else None
