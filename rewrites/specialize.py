@@ -57,6 +57,7 @@ def _optimize(model: onnx.ModelProto) -> onnx.ModelProto:
         _fuse_relus_clips.successive_relu_clip_rule,
     )
     rules = [r for r in rewriter._DEFAULT_REWRITE_RULES if all(r is not x for x in left_out)]
+    rules.append(_never_both_signs_rule())
     model_ir = ir.serde.deserialize_model(model)
     ir.passes.Sequential(
         common.InlinePass(),
@@ -85,3 +86,32 @@ def _optimize(model: onnx.ModelProto) -> onnx.ModelProto:
     )(model_ir)
     model_ir.graph.sort()
     return ir.serde.serialize_model(model_ir)
+
+
+def _never_both_signs_rule():
+    """And(Less(x, 0), Greater(x, 0)) -> a constant False of x's static shape: no value is both
+    below and above 0 (NaN is neither). gdp.ops.border counts an axis's positions as a running
+    sum of Not of it (a count TVM's importer takes where the axis's size is known only at run
+    time: a stacked morphology's second pad); with the shapes fixed, the constant lets the
+    count and the gather indices made from it fold, and no scan runs (on the gpu target, one
+    thread over the axis)."""
+    import numpy as np
+    from onnxscript import ir
+    from onnxscript.rewriter import pattern
+
+    def target(op, x, zero_below, zero_above):
+        return op.And(op.Less(x, zero_below), op.Greater(x, zero_above))
+
+    def zero(value) -> bool:
+        array = value.const_value.numpy() if value.const_value is not None else None
+        return array is not None and array.size == 1 and float(array.reshape(())) == 0.0
+
+    def condition(context, x, zero_below, zero_above, **_) -> bool:
+        shape = x.shape
+        return shape is not None and shape.is_static() and zero(zero_below) and zero(zero_above)
+
+    def replacement(op, x, zero_below, zero_above):
+        shape = tuple(int(d) for d in x.shape)
+        return op.Constant(value=ir.tensor(np.zeros(shape, np.bool_)))
+
+    return pattern.RewriteRule(target, replacement, condition)

@@ -54,6 +54,37 @@ def test_specialize_shapes_folds_shape_arithmetic(photos):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
 
 
+@pytest.mark.parametrize("border", ["CONSTANT", "REFLECT_101"])
+def test_specialize_shapes_folds_a_stacked_morphologys_positions(border, photos):
+    """A stacked morphology (gdp.cv2.morphologyEx) pads its first stage's result by gathers at
+    positions counted from the data (TVM's importer takes no arithmetic on a run-time shape):
+    with the shapes fixed, the count folds away (no CumSum left: on the gpu target it was one
+    thread's scan along each axis), and the graph computes what it did, NaN-free test or not."""
+    import tensorflow as tf
+
+    import gdp.cv2 as cv2
+
+    kernel = np.ones((5, 5), np.uint8)
+    border_type = getattr(cv2, f"BORDER_{border}")
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.uint8, name="image")])
+    def opening(image):
+        return {"opened": cv2.morphologyEx(image, cv2.MORPH_OPEN, kernel, borderType=border_type)}
+
+    proto, _ = tf2onnx.convert.from_function(
+        opening, input_signature=opening.input_signature, opset=17
+    )
+    # onnxruntime takes a uint8 Pad only in its integer form (what every backend requires)
+    proto, _ = apply_rewrites(proto, ["pad_in_integer_type"], None)
+    assert any(n.op_type == "CumSum" for n in proto.graph.node)
+    gray = photos[0][:120, :160, 1].copy()
+    static = specialize_shapes(proto, {"image": gray.shape})
+    assert not any(n.op_type in ("CumSum", "And") for n in static.graph.node)
+    want = run_onnxruntime(proto, {"image": gray})
+    got = run_onnxruntime(static, {"image": gray})
+    np.testing.assert_array_equal(got[0], want[0])
+
+
 def test_apply_rewrites_reports_only_what_changed(resize_graph):
     _, applied = apply_rewrites(resize_graph, ["omit_empty_resize_inputs"])
     assert applied == [{"rule": "omit_empty_resize_inputs", "applied": True, "count": 2}]
