@@ -99,9 +99,9 @@ def schedule(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
         if NARROW_INDICES and _longest_reduction(func) <= SERIAL_REDUCTION:
             func = _narrowed(func)
         if gvar.name_hint.startswith(INDEX_CHECK):
-            spread = _index_check_on_threads(func)
-            if spread is not None:
-                mod[gvar] = spread.with_attr("tirx.is_scheduled", True)
+            checked = _index_check_on_threads(func)
+            if checked is not None:
+                mod[gvar] = checked.with_attr("tirx.is_scheduled", True)
                 continue
         why: list[str] = []
         for how, candidate in _candidates(func, target, gvar.name_hint, why):
