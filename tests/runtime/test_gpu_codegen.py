@@ -82,27 +82,33 @@ def compiled(tmp_path_factory):
         if (key, arch) not in done:
             if key not in graphs:
                 graphs[key] = convert(program, None)[0]
-            graph = graphs[key]
-            backend = cuda.TvmCudaBackend(arch)
-            target = get_target("gpu")
             outdir = tmp_path_factory.mktemp(f"{key}-{arch}")
-            profile = load_profile(target.profile, outdir)
-            prepared = pipeline.prepare(
-                graph,
-                shapes=shapes or {s.name: s.shape for s in graph_inputs(graph)},
-                required=backend.required_rewrites,
-                substitute=target.substitutes,
-                profile=profile,
-                fp16=None,
-                max_ir_version=IR_VERSION,
-            )
-            t0 = time.perf_counter()
-            meta = backend.compile(prepared.graph, outdir, {}, profile)
-            seconds = time.perf_counter() - t0
+            meta, seconds = compile_for_gpu(graphs[key], arch, shapes, outdir)
             done[key, arch] = ((outdir / LIBRARY).read_bytes(), meta, seconds)
         return done[key, arch]
 
     return build
+
+
+def compile_for_gpu(graph, arch: str, shapes: dict | None, outdir) -> tuple[dict, float]:
+    """`graph` through the stages gdp.compile runs for the gpu target (the rewrite pipeline
+    with its shapes fixed, the backend's compile) into `outdir`, not loaded: (meta, seconds
+    the backend's compile took)."""
+    backend = cuda.TvmCudaBackend(arch)
+    target = get_target("gpu")
+    profile = load_profile(target.profile, outdir)
+    prepared = pipeline.prepare(
+        graph,
+        shapes=shapes or {s.name: s.shape for s in graph_inputs(graph)},
+        required=backend.required_rewrites,
+        substitute=target.substitutes,
+        profile=profile,
+        fp16=None,
+        max_ir_version=IR_VERSION,
+    )
+    t0 = time.perf_counter()
+    meta = backend.compile(prepared.graph, outdir, {}, profile)
+    return meta, time.perf_counter() - t0
 
 
 def _check_library(library: bytes, meta: dict, arch: str) -> list[str]:

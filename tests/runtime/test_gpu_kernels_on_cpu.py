@@ -22,12 +22,9 @@ import tvm
 
 import gdp.cv2 as gcv2
 from gdp.frontend import convert
-from gdp.frontend.common import IR_VERSION
-from gdp.rewrites import load_profile, pipeline
-from gdp.runtime.backends.tvm import cuda, gpu_schedules
-from gdp.runtime.targets import get_target
-from gdp.signature import graph_inputs
+from gdp.runtime.backends.tvm import gpu_schedules
 from tests import SAMPLES
+from tests.runtime.test_gpu_codegen import compile_for_gpu
 from tests.runtime.test_gpu_schedules import _serial
 
 sys.path.insert(0, str(SAMPLES))
@@ -73,20 +70,7 @@ def _kernels(program, shapes, monkeypatch, tmp_path) -> list[tuple[str, object, 
         return after
 
     monkeypatch.setattr(gpu_schedules, "schedule", recorded)
-    graph = convert(program, None)[0]
-    backend = cuda.TvmCudaBackend("sm_90")
-    target = get_target("gpu")
-    profile = load_profile(target.profile, tmp_path)
-    prepared = pipeline.prepare(
-        graph,
-        shapes=shapes or {s.name: s.shape for s in graph_inputs(graph)},
-        required=backend.required_rewrites,
-        substitute=target.substitutes,
-        profile=profile,
-        fp16=None,
-        max_ir_version=IR_VERSION,
-    )
-    backend.compile(prepared.graph, tmp_path, {}, profile)
+    compile_for_gpu(convert(program, None)[0], "sm_90", shapes, tmp_path)
     return pairs
 
 
