@@ -471,7 +471,7 @@ def _inlined_size(func: tvm.tirx.PrimFunc) -> int:
     return max((size(name) for name in own), default=0)
 
 
-def _bounded_fallback(func: tvm.tirx.PrimFunc, target: tvm.target.Target):
+def _bounded_fallback(func: tvm.tirx.PrimFunc):
     """dlight's Fallback with bounded inlining: a producer is inlined only where its text times
     the reads of it stays within INLINE_STEP (no epilogue is merged into its producer either:
     TVM's reverse_compute_inline also stalled on the median); what remains runs as one kernel
@@ -569,12 +569,13 @@ def _spread_of(extent) -> int:
     return each
 
 
-def _spread(func: tvm.tirx.PrimFunc, target: tvm.target.Target):
+def _spread(func: tvm.tirx.PrimFunc):
     """dlight's Fallback (every producer inlined that can be, each block left bound to blocks
     and threads) with gdp's binding (_bind_spread: several outputs a thread). None where TVM
     cannot normalise the kernel, or a block of it launches its own threads (TOPI's GPU code)."""
     from tvm.s_tir.dlight.analysis import normalize_prim_func
     from tvm.s_tir.dlight.base import try_inline
+    from tvm.s_tir.dlight.gpu.fallback import _has_internal_thread_env  # Fallback's own check
 
     sch = tvm.s_tir.Schedule(func)
     infos = normalize_prim_func(sch)
@@ -582,29 +583,12 @@ def _spread(func: tvm.tirx.PrimFunc, target: tvm.target.Target):
         return None
     infos = try_inline(sch, infos)
     for info in infos:
-        if not sch.get_loops(info.block_rv) and _launches_threads(sch.get(info.block_rv).body):
+        if not sch.get_loops(info.block_rv) and _has_internal_thread_env(
+            sch.get(info.block_rv).body
+        ):
             return None
     _bind_spread(sch, infos)
     return sch
-
-
-def _launches_threads(stmt) -> bool:
-    """Whether `stmt` launches GPU threads itself (TOPI's GPU code: thread_extent attributes or
-    thread-bound loops)."""
-    found = []
-
-    def attr(node):
-        if node.attr_key in ("thread_extent", "virtual_thread"):
-            found.append(node)
-        return node
-
-    def loop(node):
-        if node.thread_binding is not None:
-            found.append(node)
-        return node
-
-    tvm_ffi.structural_map(stmt, [(tvm.tirx.AttrStmt, attr), (tvm.tirx.For, loop)], order="post")
-    return bool(found)
 
 
 def _candidates(func: tvm.tirx.PrimFunc, target: tvm.target.Target, name: str, why: list):
@@ -628,7 +612,7 @@ def _candidates(func: tvm.tirx.PrimFunc, target: tvm.target.Target, name: str, w
         why.append(f"dlight: inlining every producer would make {inlined:.3g} bytes of TIR")
         try:
             with target:
-                sch = _bounded_fallback(func, target)
+                sch = _bounded_fallback(func)
             if sch is not None:
                 yield "bounded inlining", sch.mod["main"]
         except Exception as err:
@@ -636,7 +620,7 @@ def _candidates(func: tvm.tirx.PrimFunc, target: tvm.target.Target, name: str, w
     if inlined <= INLINE_LIMIT:
         try:
             with target:
-                sch = _spread(func, target)
+                sch = _spread(func)
             if sch is not None:
                 yield "spread", sch.mod["main"]
         except Exception as err:  # a primitive refused
@@ -932,6 +916,9 @@ def register_pipeline() -> str:
     """TVM's default TIR pipeline with loads_before_stores after its device passes, registered
     under PIPELINE (for tvm.compile's tir_pipeline)."""
     from tvm.tirx import compilation_pipeline
+
+    if PIPELINE in compilation_pipeline.PIPELINE_MAP:
+        return PIPELINE
 
     def pipeline():
         lower, host, device = compilation_pipeline.get_default_tir_pipeline(
