@@ -195,14 +195,30 @@ def _schedule_symbolic(func: tvm.tirx.PrimFunc, cores: int) -> tvm.s_tir.Schedul
         # indices divided by the run-time width) wrote an int32 image the consumer read back
         # (a 1080p BGR2GRAY 2.6 ms).
         (consumer,) = sch.get_consumers(block)
-        try:
-            sch.compute_at(block, sch.get_loops(consumer)[-1], preserve_unit_loops=False)
-        except (tvm.error.InternalError, tvm.s_tir.ScheduleError):
-            _symbolic_rows(sch, block, spatial, cores)
+        if not _computed_per_pixel(sch, block, consumer):
+            # A pass of its own, in parallel over rows, each row a plain loop: with rows and
+            # columns fused into one loop, every index a division by the run-time width, TVM's
+            # LowerIntrin failed on one such kernel (a gray image padded for a 21x21 erosion).
+            _symbolic_rows(sch, block, max(spatial - 1, 1), cores)
             continue
+        sch.compute_at(block, sch.get_loops(consumer)[-1], preserve_unit_loops=False)
         for loop in sch.get_loops(block)[len(sch.get_loops(consumer)) :]:
             sch.unroll(loop)
     return sch
+
+
+def _computed_per_pixel(sch: tvm.s_tir.Schedule, block, consumer) -> bool:
+    """Whether `block` computes where `consumer` reads it with only loops of static extent left
+    under the consumer's pixel (tried on a copy). A consumer that reads a region of run-time
+    extent per pixel (a pad's block of edge lines, clamped) would leave loops that cannot be
+    unrolled."""
+    trial = sch.copy()
+    try:
+        trial.compute_at(block, trial.get_loops(consumer)[-1], preserve_unit_loops=False)
+    except (tvm.error.InternalError, tvm.s_tir.ScheduleError):
+        return False
+    inner = trial.get_loops(block)[len(trial.get_loops(consumer)) :]
+    return all(isinstance(trial.get(loop).extent, tvm.tirx.IntImm) for loop in inner)
 
 
 # The most terms of a reduction computed per pixel where its consumer reads it.

@@ -431,3 +431,43 @@ def test_stacked_morphologies_in_a_graph_compile_once_for_every_size():
         want = real.morphologyEx(image, real.MORPH_CLOSE, ellipse, borderType=real.BORDER_REPLICATE)
         np.testing.assert_array_equal(got["closed"], want, err_msg=f"{h}x{w}")
     assert model.report()["shapes"] == [{"image": (None, None, 3)}]
+
+
+def test_a_large_opening_of_a_computed_image_compiles_once_for_every_size():
+    """cvtColor's gray, then a 21x21 opening, in a gdp.cv2.chain: the erosion pads an image the
+    program computes, by slices and a concat (gdp.ops.border.pad). One concat piece per padded
+    line took TVM 43 s to compile; a block of lines an end about 2 s, with the gray computed in
+    a pass of its own where the pad's block would read a column of run-time extent per pixel
+    (llvm_schedules._computed_per_pixel: the kernel failed to build). Other borders, and the
+    gray read by several filters, in a second chain."""
+    shifted = {"borderType": cv2.BORDER_CONSTANT, "borderValue": 9}
+
+    @cv2.chain(choose=False)
+    def opened(image):
+        return cv2.morphologyEx(cv2.cvtColor(image, cv2.COLOR_BGR2GRAY), cv2.MORPH_OPEN, ELLIPSE_21)
+
+    @cv2.chain(choose=False)
+    def filtered(image):
+        gray = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
+        return (
+            cv2.dilate(gray, ELLIPSE, borderType=cv2.BORDER_REPLICATE),
+            cv2.erode(gray, CROSS, **shifted),
+            cv2.GaussianBlur(gray, (5, 5), 0, borderType=cv2.BORDER_CONSTANT),
+        )
+
+    for h, w in _sizes(3, seed=12, low=30, high=90):
+        image = _photo(h, w)
+        gray = real.cvtColor(image, real.COLOR_BGR2GRAY)
+        want = real.morphologyEx(gray, real.MORPH_OPEN, ELLIPSE_21)
+        np.testing.assert_array_equal(opened(image), want, err_msg=f"{h}x{w}")
+        want = (
+            real.dilate(gray, ELLIPSE, borderType=real.BORDER_REPLICATE),
+            real.erode(gray, CROSS, **shifted),
+            real.GaussianBlur(gray, (5, 5), 0, borderType=real.BORDER_CONSTANT),
+        )
+        for got, expected in zip(filtered(image), want, strict=True):
+            np.testing.assert_array_equal(got, expected, err_msg=f"{h}x{w}")
+    for chain in (opened, filtered):
+        assert len(chain._models) == 1
+        (model,) = chain._models.values()
+        assert model.report()["shapes_mode"] == "generic", model.report()["generic_error"]
