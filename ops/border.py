@@ -193,20 +193,24 @@ def _pad_axis_any_size(x: tf.Tensor, axis: int, before: int, after: int, border:
         head = block(True, before)
         tail = block(False, after)
     else:
-        # One row (column) at a time: a reversed slice of a run-time extent has no extent the
-        # shape-generic compile can prove, a one-wide slice from either end has.
-        def line(i: int) -> tf.Tensor:  # x[i], i < 0 counting from the end
-            return along(x, axis, slice(i, i + 1 if i != -1 else None))
+        # Each end's lines as one slice of static extent from that end, in the border's order
+        # by a gather of static positions: a slice with a negative step of a run-time extent
+        # has no extent the shape-generic compile can prove, and one concat piece per line
+        # nested TVM's conditions in every tap (a 21x21 erosion of a computed image: 173 s to
+        # compile, a 31x31 dilation 665 s).
+        def lines(first: bool, n: int, order: range | None) -> list[tf.Tensor]:
+            part = along(x, axis, slice(0, n) if first else slice(-n, None))
+            return [part if order is None else tf.gather(part, list(order), axis=axis)]
 
         if border == BORDER_REFLECT:  # x[k-1] .. x[0] | x | x[L-1] .. x[L-k]
-            head = [line(i) for i in range(before - 1, -1, -1)]
-            tail = [line(-1 - i) for i in range(after)]
+            head = lines(True, before, range(before - 1, -1, -1)) if before else []
+            tail = lines(False, after, range(after - 1, -1, -1)) if after else []
         elif border == BORDER_WRAP:  # x[L-k] .. x[L-1] | x | x[0] .. x[k-1]
-            head = [line(i) for i in range(-before, 0)]
-            tail = [line(i) for i in range(after)]
+            head = lines(False, before, None) if before else []
+            tail = lines(True, after, None) if after else []
         else:  # BORDER_REFLECT_101: x[k] .. x[1] | x | x[L-2] .. x[L-1-k]
-            head = [line(i) for i in range(before, 0, -1)]
-            tail = [line(-2 - i) for i in range(after)]
+            head = lines(True, before + 1, range(before, 0, -1)) if before else []
+            tail = lines(False, after + 1, range(after - 1, -1, -1)) if after else []
     pieces = [*head, x, *tail]
     return pieces[0] if len(pieces) == 1 else tf.concat(pieces, axis=axis)
 

@@ -51,8 +51,8 @@ def copyMakeBorder(src, top, bottom, left, right, borderType, dst=None, value=No
         value=scalar,
     )
     # One program for every image larger than its borders (gdp.ops.border.pad_any_size).
-    h, w = src.shape[:2]
-    free = h > max(top, bottom) and w > max(left, right)
+    h, w = src.shape[:2]  # None in a graph of free size (a chain): no call of its own there
+    free = h is not None and w is not None and h > max(top, bottom) and w > max(left, right)
     return engine.call("copyMakeBorder", _pad, [src], params, dst, free=free)
 
 

@@ -34,13 +34,16 @@ def _padded(image: np.ndarray, pads, border: int, value) -> tf.types.experimenta
         (B.BORDER_CONSTANT, 255),
         (B.BORDER_CONSTANT, (9, 200, 3)),
         (B.BORDER_REPLICATE, 0),
+        (B.BORDER_REFLECT, 0),
+        (B.BORDER_REFLECT_101, 0),
+        (B.BORDER_WRAP, 0),
     ],
 )
 @pytest.mark.parametrize("channels", [1, 3])
 def test_a_free_size_pad_is_opencvs_with_a_block_of_lines_an_end(border, value, channels):
     rng = np.random.default_rng(channels)
     for pads in PADS:
-        for h, w in [(11, 12), (37, 5), (64, 81)]:
+        for h, w in [(11, 11), (37, 13), (64, 81)]:  # longer than the pads (as callers ask)
             image = rng.integers(0, 256, (h, w, channels)).astype(np.uint8)
             image = image[:, :, 0] if channels == 1 else image
             if h == 37:  # floats whose edges hold -0.0, NaN and infinities, copied as they are

@@ -252,7 +252,11 @@ def test_specialisations_are_bounded_lru(tmp_path):
     assert report["builds"] == 4
 
 
-def test_auto_specialisations_are_bounded_and_the_evicted_shape_runs_generic(tmp_path):
+def test_auto_specialisations_are_bounded_and_the_evicted_shape_runs_generic(tmp_path, monkeypatch):
+    # Every specialisation serves, however its timed trial comes out: under load (two test
+    # workers on two cores) the trial of a 12x8 image's microseconds dropped one, and the bound
+    # is what is tested here.
+    monkeypatch.setattr(model_module, "SLOWER_BY", float("inf"))
     model = gdp.compile(
         _blur_and_scale,
         target="cpu",

@@ -110,13 +110,17 @@ def schedule(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
                 # parametric schedule, strips and vectors sized from the run-time extents.
                 sch = _schedule_symbolic(func, cores)
                 if sch is not None:
+                    _check_order(sch)
                     func = _partition_vector_tails(_partition_borders(sch.mod["main"]))
                     scheduled[gvar] = _serial_when_small(func)
                     continue
-        except (tvm.error.InternalError, tvm.s_tir.ScheduleError) as err:
+            if sch is not None:
+                _check_order(sch)
+        except (tvm.error.InternalError, tvm.s_tir.ScheduleError, _OutOfOrder) as err:
             # A schedule primitive refused a kernel shape gdp's heuristics did not foresee
-            # (TVM checks every primitive, so the refusal is clean): that kernel compiles as
-            # TVM lowers it by default, correct but slower. Said, not hidden.
+            # (TVM checks every primitive, so the refusal is clean), or the schedule reads a
+            # buffer before writing it (merge, which TVM does not check): that kernel compiles
+            # as TVM lowers it by default, correct but slower. Said, not hidden.
             warnings.warn(
                 f"gdp's cpu schedule failed on {gvar.name_hint}, which runs unscheduled:"
                 f" {str(err).splitlines()[0]}",
@@ -129,6 +133,27 @@ def schedule(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
     for gvar, func in scheduled.items():
         mod[gvar] = _serial_when_small(func)
     return mod
+
+
+class _OutOfOrder(Exception):
+    """A scheduled kernel reads a buffer before any block writes it."""
+
+
+def _check_order(sch: tvm.s_tir.Schedule) -> None:
+    """_OutOfOrder where a block, in program order, reads a buffer that a block of the kernel
+    writes only later (a block's own buffer aside: a reduction reads what it accumulates)."""
+    blocks = [sch.get(b) for b in sch.get_child_blocks(sch.get_sblock("root"))]
+    written = {region.source for block in blocks for region in block.writes}
+    seen = set()
+    for block in blocks:
+        own = {region.source for region in block.writes}
+        for region in block.reads:
+            buffer = region.source
+            if buffer in written and buffer not in seen and buffer not in own:
+                raise _OutOfOrder(
+                    f"block {block.name_hint} reads {region.source.name} before it is written"
+                )
+        seen |= own
 
 
 class _Symbolic(Exception):
@@ -911,6 +936,11 @@ def _schedule_rows(sch: tvm.s_tir.Schedule, outputs: list, sources: list, cores:
         if len(stmt.iter_vars) == len(loops) and _planar_gather(sch, loops, stmt):
             _planes_inside_rows(sch, loops, cores, vectors=_wide_gathers(stmt))
             return True
+    # An output that a block of the kernel reads outside the reader's own row (a stencil's
+    # padded source reading a chain's gray image, also exported) is computed in full before
+    # the strips: in a strip it would hold only the strip's rows, and the halo rows another
+    # strip writes, in parallel, or not yet.
+    shared = _outputs_read_across_rows(sch, outputs)
     sources, combining = _row_partials(sch, sources)
     # A gathered source's rows or columns per strip depend on the index tables' values, which
     # bound inference cannot know: computed in full (_gathered), unless the outputs read it only
@@ -925,7 +955,15 @@ def _schedule_rows(sch: tvm.s_tir.Schedule, outputs: list, sources: list, cores:
     full |= _flattened_rows(sch, outputs, rest, cores)
     aligned = [b for b in gathered if _row_aligned(sch, b, outputs)] if not full else []
     full |= names - {sch.get(b).name_hint for b in aligned}
+    full |= shared
+    # What a block computed in full reads is computed in full before it, an output too: merged
+    # into the strip loop, that output would be written after the block read it (a chain's
+    # gray image, exported and padded by a stencil's source in the same kernel).
+    full |= _producers_of(sch, full)
     sources = [b for b in rest if sch.get(b).name_hint not in full]
+    outputs = [b for b in outputs if sch.get(b).name_hint not in full]
+    if not outputs:
+        return False
     strip = _strip_loop(sch, outputs, cores, aligned)
     for source in reversed(sources):  # consumers first, so each lands under the strip loop
         sch.compute_at(source, strip, preserve_unit_loops=True)
@@ -944,6 +982,44 @@ def _schedule_rows(sch: tvm.s_tir.Schedule, outputs: list, sources: list, cores:
         if sch.get(block).name_hint not in combining:  # a few additions per row: left serial
             _vectorize_block_row(sch, block, sch.get_loops(block)[1:])
     return True
+
+
+def _outputs_read_across_rows(sch: tvm.s_tir.Schedule, outputs: list) -> set:
+    """The names of the `outputs` that a block of the kernel reads at rows other than its own:
+    a region of the output's buffer whose first axis is not exactly the reader's first
+    iteration variable (a row sum reading its image's row y is; a stencil's rows y - 2 .. y + 2
+    are not)."""
+    shared = set()
+    for output in outputs:
+        written = {region.source for region in sch.get(output).writes}
+        for consumer in sch.get_consumers(output):
+            stmt = sch.get(consumer)
+            row = stmt.iter_vars[0].var if stmt.iter_vars else None
+            for region in stmt.reads:
+                if region.source not in written:
+                    continue
+                first = region.region[0]
+                own = (
+                    row is not None
+                    and isinstance(first.extent, tvm.tirx.IntImm)
+                    and int(first.extent) == 1
+                    and first.min.same_as(row)
+                )
+                if not own:
+                    shared.add(sch.get(output).name_hint)
+    return shared
+
+
+def _producers_of(sch: tvm.s_tir.Schedule, names: set) -> set:
+    """The names of the blocks that the blocks named `names` read, directly or through others."""
+    found, todo = set(), [sch.get_sblock(name) for name in names]
+    while todo:
+        for producer in sch.get_producers(todo.pop()):
+            name = sch.get(producer).name_hint
+            if name not in found and name not in names:
+                found.add(name)
+                todo.append(producer)
+    return found
 
 
 def _flattened_rows(sch: tvm.s_tir.Schedule, outputs: list, sources: list, cores: int) -> set:

@@ -436,38 +436,71 @@ def test_stacked_morphologies_in_a_graph_compile_once_for_every_size():
 def test_a_large_opening_of_a_computed_image_compiles_once_for_every_size():
     """cvtColor's gray, then a 21x21 opening, in a gdp.cv2.chain: the erosion pads an image the
     program computes, by slices and a concat (gdp.ops.border.pad). One concat piece per padded
-    line took TVM 43 s to compile; a block of lines an end about 2 s, with the gray computed in
+    line took TVM 43 s to compile; a block of lines an end about 5 s, with the gray computed in
     a pass of its own where the pad's block would read a column of run-time extent per pixel
-    (llvm_schedules._computed_per_pixel: the kernel failed to build). Other borders, and the
-    gray read by several filters, in a second chain."""
-    shifted = {"borderType": cv2.BORDER_CONSTANT, "borderValue": 9}
+    (llvm_schedules._computed_per_pixel: the kernel failed to build)."""
 
     @cv2.chain(choose=False)
     def opened(image):
         return cv2.morphologyEx(cv2.cvtColor(image, cv2.COLOR_BGR2GRAY), cv2.MORPH_OPEN, ELLIPSE_21)
 
-    @cv2.chain(choose=False)
-    def filtered(image):
-        gray = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
-        return (
-            cv2.dilate(gray, ELLIPSE, borderType=cv2.BORDER_REPLICATE),
-            cv2.erode(gray, CROSS, **shifted),
-            cv2.GaussianBlur(gray, (5, 5), 0, borderType=cv2.BORDER_CONSTANT),
-        )
-
     for h, w in _sizes(3, seed=12, low=30, high=90):
         image = _photo(h, w)
-        gray = real.cvtColor(image, real.COLOR_BGR2GRAY)
-        want = real.morphologyEx(gray, real.MORPH_OPEN, ELLIPSE_21)
-        np.testing.assert_array_equal(opened(image), want, err_msg=f"{h}x{w}")
-        want = (
-            real.dilate(gray, ELLIPSE, borderType=real.BORDER_REPLICATE),
-            real.erode(gray, CROSS, **shifted),
-            real.GaussianBlur(gray, (5, 5), 0, borderType=real.BORDER_CONSTANT),
+        want = real.morphologyEx(
+            real.cvtColor(image, real.COLOR_BGR2GRAY), real.MORPH_OPEN, ELLIPSE_21
         )
-        for got, expected in zip(filtered(image), want, strict=True):
-            np.testing.assert_array_equal(got, expected, err_msg=f"{h}x{w}")
-    for chain in (opened, filtered):
-        assert len(chain._models) == 1
-        (model,) = chain._models.values()
-        assert model.report()["shapes_mode"] == "generic", model.report()["generic_error"]
+        np.testing.assert_array_equal(opened(image), want, err_msg=f"{h}x{w}")
+    assert len(opened._models) == 1
+    (model,) = opened._models.values()
+    assert model.report()["shapes_mode"] == "generic", model.report()["generic_error"]
+
+
+def _filters_of_one_gray(m, image) -> tuple:
+    """Several filters of one gray image, each border type padded: one program exports the gray
+    and pads it for a stencil."""
+    gray = m.cvtColor(image, m.COLOR_BGR2GRAY)
+    return (
+        m.dilate(gray, ELLIPSE, borderType=m.BORDER_REPLICATE),
+        m.erode(gray, CROSS, borderType=m.BORDER_CONSTANT, borderValue=9),
+        m.GaussianBlur(gray, (5, 5), 0, borderType=m.BORDER_CONSTANT),
+        m.dilate(gray, ELLIPSE_21, borderType=m.BORDER_REFLECT),
+        m.GaussianBlur(gray, (7, 7), 0),
+        m.copyMakeBorder(gray, 3, 5, 7, 2, m.BORDER_WRAP),
+    )
+
+
+def test_filters_of_one_computed_gray_in_a_program_of_any_size_and_of_one_size():
+    """_filters_of_one_gray as a gdp.cv2.chain (one program for every size) and as programs of
+    one size each (what a hot size gets, and a tf.function of static shape). The programs of
+    one size gave wrong answers: the gray, exported and padded in one kernel, was written in
+    strips of rows while the pads read rows of other strips (llvm_schedules._schedule_rows);
+    a reflected border padded line by line took a 21x21 dilation minutes to compile; a
+    copyMakeBorder of a tensor of free size raised a TypeError (so the chain compiled per
+    size)."""
+    import tensorflow as tf
+
+    import gdp
+
+    chained = cv2.chain(choose=False)(lambda image: _filters_of_one_gray(cv2, image))
+    sizes = _sizes(3, seed=12, low=30, high=90)
+    for h, w in sizes:
+        image = _photo(h, w)
+        for got, want in zip(chained(image), _filters_of_one_gray(real, image), strict=True):
+            np.testing.assert_array_equal(got, want, err_msg=f"{h}x{w}")
+    assert len(chained._models) == 1
+    (model,) = chained._models.values()
+    assert model.report()["shapes_mode"] == "generic", model.report()["generic_error"]
+    for h, w in sizes[:2]:  # 4-row strips, halos across them
+        image = _photo(h, w)
+        spec = tf.TensorSpec(image.shape, tf.uint8)
+        sized = gdp.compile(
+            tf.function(
+                lambda x: {f"o{i}": y for i, y in enumerate(_filters_of_one_gray(cv2, x))},
+                input_signature=[spec],
+            ),
+            verify=False,
+        )
+        outputs = sized(image)
+        for i, want in enumerate(_filters_of_one_gray(real, image)):
+            got = outputs[f"o{i}"]
+            np.testing.assert_array_equal(got, want, err_msg=f"{h}x{w}")

@@ -5,6 +5,7 @@ The numbers are checked against NumPy."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import tvm
 from tvm import te
 
@@ -283,3 +284,62 @@ def test_a_grey_image_with_a_channel_axis_of_one_is_vectorised_along_its_rows():
     lib(tvm.runtime.tensor(data), got)
     want = sum(data[dy : dy + H, dx : dx + W] for dy in range(3) for dx in range(3))
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_an_exported_image_that_a_stencil_reads_is_computed_before_the_strips():
+    """A chain's gray image, exported and also padded for a 5x5 box in the same kernel: in the
+    strips it held only each strip's rows, and the box read its halo rows, which another
+    strip writes in parallel, or later (merged into the strip loop, the image was even
+    written after a source computed in full had read it). It is computed in full first. The
+    outputs start poisoned, so a row read before it is written shows."""
+    h, w = 64, 48  # strips of 4 rows: every halo crosses a strip
+    rgb = te.placeholder((h, w, 3), "uint8", name="rgb")
+    c = te.reduce_axis((0, 3), name="c")
+    total = te.compute(
+        (h, w), lambda y, x: te.sum(rgb[y, x, c].astype("int32"), axis=c), name="total"
+    )
+    grey = te.compute((h, w), lambda y, x: (total[y, x] // 3).astype("uint8"), name="grey")
+
+    def clamp(i, n):
+        return tvm.tirx.max(tvm.tirx.min(i, n - 1), 0)
+
+    padded = te.compute(
+        (h + 4, w + 4), lambda y, x: grey[clamp(y - 2, h), clamp(x - 2, w)], name="padded"
+    )
+    box = te.compute(
+        (h, w),
+        lambda y, x: sum(
+            padded[y + dy, x + dx].astype("int32") for dy in range(5) for dx in range(5)
+        ),
+        name="box",
+    )
+    sch = S._schedule(te.create_prim_func([rgb, grey, box]), cores=2)
+    assert sch is not None
+    strips, parallel = outer_loop(sch, "box")
+    assert parallel and not outer_loop(sch, "grey")[0].same_as(strips)
+
+    data = np.random.default_rng(4).integers(0, 256, (h, w, 3), dtype=np.uint8)
+    lib = tvm.compile(sch.mod["main"], target="llvm")
+    got_grey = tvm.runtime.tensor(np.full((h, w), 255, np.uint8))
+    got_box = tvm.runtime.tensor(np.full((h, w), -1, np.int32))
+    lib(tvm.runtime.tensor(data), got_grey, got_box)
+    grey_np = (data.astype(np.int32).sum(axis=2) // 3).astype(np.uint8)
+    edged = np.pad(grey_np, 2, mode="edge").astype(np.int32)
+    want = sum(edged[dy : dy + h, dx : dx + w] for dy in range(5) for dx in range(5))
+    np.testing.assert_array_equal(got_grey.numpy(), grey_np)
+    np.testing.assert_array_equal(got_box.numpy(), want)
+
+
+def test_a_schedule_that_reads_a_buffer_before_writing_it_is_refused():
+    """TVM's merge does not check the order of what it merges: two outputs' loops merged past
+    a block between them that reads the first. gdp's check refuses such a schedule (the kernel
+    then runs as TVM lowers it by default)."""
+    x = te.placeholder((8, 8), "float32", name="x")
+    a = te.compute((8, 8), lambda i, j: x[i, j] * 2.0, name="a")
+    f = te.compute((8, 8), lambda i, j: a[7 - i, j] + 1.0, name="f")
+    b = te.compute((8, 8), lambda i, j: f[i, j] * 3.0, name="b")
+    sch = tvm.s_tir.Schedule(te.create_prim_func([x, a, b]))
+    S._check_order(sch)  # as written: in order
+    sch.merge(sch.get_loops(sch.get_sblock("a"))[0], sch.get_loops(sch.get_sblock("b"))[0])
+    with pytest.raises(S._OutOfOrder, match="block f reads a before it is written"):
+        S._check_order(sch)
