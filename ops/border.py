@@ -168,14 +168,15 @@ def along(x: tf.Tensor, axis: int, part: slice) -> tf.Tensor:
 
 def _pad_axis_any_size(x: tf.Tensor, axis: int, before: int, after: int, border: int, value):
     """_pad_axis for an axis of any length L > before, after (its static size may be unknown):
-    the same slices, taken from the ends of the axis (BORDER_WRAP's too: for such an L it
-    wraps once)."""
+    a concat of three pieces, each end's padded lines one block taken from that end of the axis
+    (BORDER_WRAP's too: for such an L it wraps once)."""
     if not before and not after:
         return x
     if border in (BORDER_CONSTANT, BORDER_REPLICATE):
         # The lines beyond each end as one block (an edge line broadcast over `n` lines), so
-        # the concat has three pieces, not one per line: a concat of 21 lines, read by a 21x21
-        # erosion's taps, nested TVM's conditions 21 deep and took 43 s to compile.
+        # the concat has three pieces, not one per line: one piece per line (10 a side), read
+        # by a 21x21 erosion's taps, nested TVM's conditions 10 deep in every tap, and the
+        # erosion of a chain's gray took 43 s to compile.
         def block(first: bool, n: int) -> list[tf.Tensor]:
             if not n:
                 return []
