@@ -151,7 +151,7 @@ def _check_order(sch: tvm.s_tir.Schedule) -> None:
             buffer = region.source
             if buffer in written and buffer not in seen and buffer not in own:
                 raise _OutOfOrder(
-                    f"block {block.name_hint} reads {region.source.name} before it is written"
+                    f"block {block.name_hint} reads {buffer.name} before it is written"
                 )
         seen |= own
 
