@@ -30,15 +30,22 @@ def _saturate(x: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
 
 
 def resize(
-    image: tf.Tensor, width: int, height: int, scale_x: float, scale_y: float, method: int
+    image: tf.Tensor,
+    width: int,
+    height: int,
+    scale_x: float,
+    scale_y: float,
+    method: int,
+    ipp: bool = False,
 ) -> tf.Tensor:
     """cv::resize of an HW or HWC image of static size to (height, width); scale_* are source /
-    destination (1 / fx, 1 / fy when given, else the size ratio)."""
+    destination (1 / fx, 1 / fy when given, else the size ratio); `ipp`: as Intel IPP's resize
+    (gdp.ops.resize_tables.axis_taps)."""
     if image.shape.rank == 2:
-        return resize_flat(image, 1, width, height, scale_x, scale_y, method)
+        return resize_flat(image, 1, width, height, scale_x, scale_y, method, ipp)
     h, w, c = image.shape
     flat = tf.reshape(image, [h, w * c])
-    out = resize_flat(flat, c, width, height, scale_x, scale_y, method)
+    out = resize_flat(flat, c, width, height, scale_x, scale_y, method, ipp)
     return tf.reshape(out, [height, width, c])
 
 
@@ -50,12 +57,13 @@ def resize_flat(
     scale_x: float,
     scale_y: float,
     method: int,
+    ipp: bool = False,
 ) -> tf.Tensor:
     """`resize` of an HWC image of static size given as (H, W*channels) (a free reshape of the
     array), to (height, width*channels), its tables constants of the graph."""
     h, w = image.shape[0], image.shape[1] // channels
     dtype = image.dtype.as_numpy_dtype.__name__
-    structure, tables = plan(h, w, channels, width, height, scale_x, scale_y, method, dtype)
+    structure, tables = plan(h, w, channels, width, height, scale_x, scale_y, method, dtype, ipp)
     return resize_by_plan(image, structure, tables)
 
 

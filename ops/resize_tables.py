@@ -36,9 +36,16 @@ def _cubic_weights(x: np.ndarray) -> np.ndarray:
     return np.stack([c0, c1, c2, 1.0 - c0 - c1 - c2], axis=1)
 
 
-def axis_taps(src: int, dst: int, scale: float, method: int) -> tuple[np.ndarray, np.ndarray]:
+def axis_taps(
+    src: int, dst: int, scale: float, method: int, ipp: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """(indices, weights), each (dst, taps): the source pixels and float weights each output
-    pixel of one axis reads, as cv::resize computes them (`scale` = source / destination)."""
+    pixel of one axis reads, as cv::resize computes them (`scale` = source / destination).
+
+    `ipp`: LINEAR and CUBIC as Intel IPP's resize computes them, which OpenCV hands some calls
+    (gdp.cv2.geometry.ipp_resizes): the source position in double, where OpenCV's own code
+    rounds it to float (on a 500-pixel axis the two put a 0-255 image's values up to 0.008
+    apart)."""
     d = np.arange(dst, dtype=np.float64)
     if method == INTER_NEAREST:
         idx = np.minimum(np.floor(d * scale).astype(np.int64), src - 1)
@@ -48,7 +55,9 @@ def axis_taps(src: int, dst: int, scale: float, method: int) -> tuple[np.ndarray
         f = ((d + 1) - (s + 1) / scale).astype(np.float32).astype(np.float64)
         f = np.where(f <= 0, 0.0, f - np.floor(f))
     else:
-        f = ((d + 0.5) * scale - 0.5).astype(np.float32)  # OpenCV computes the position in float
+        f = (d + 0.5) * scale - 0.5
+        if not ipp:
+            f = f.astype(np.float32)  # OpenCV computes the position in float
         s = np.floor(f).astype(np.int64)
         f = f.astype(np.float64) - s
     if method in (INTER_LINEAR, INTER_AREA):
@@ -165,6 +174,7 @@ def plan(
     scale_y: float,
     method: int,
     dtype: str,
+    ipp: bool = False,
 ) -> tuple[dict, dict[str, np.ndarray]]:
     """cv::resize of an (h, w, channels) image of numpy dtype name `dtype` to (height, width),
     as (structure, tables). `structure` holds the program's shape: a separable resize
@@ -176,7 +186,8 @@ def plan(
     reads the (H, W*channels) flattened image, each output element gathering its own element):
     its taps' source indices, then (weighted) their weights, all in `work` (else int32). An
     axis that copies its source has no pass. The structure does not hold the sizes: one
-    program of it serves every size."""
+    program of it serves every size. `ipp`: LINEAR and CUBIC positions as Intel IPP computes
+    them (axis_taps)."""
     floats = "float64" if dtype == "float64" else "float32"
     if method == INTER_AREA and scale_x >= 1 and scale_y >= 1:
         if scale_x == round(scale_x) and scale_y == round(scale_y):
@@ -202,8 +213,8 @@ def plan(
         rows = _used(*area_taps(h, height, scale_y))
         cols = _used(*area_taps(w, width, scale_x))
         return _separable(h, w, channels, rows, cols, floats, False, 1.0, 0, True)
-    rows = axis_taps(h, height, scale_y, method)
-    cols = axis_taps(w, width, scale_x, method)
+    rows = axis_taps(h, height, scale_y, method, ipp)
+    cols = axis_taps(w, width, scale_x, method, ipp)
     if method == INTER_NEAREST:
         return _separable(h, w, channels, rows, cols, dtype, True, 1.0, 0, False)
     if dtype == "uint8":

@@ -19,9 +19,10 @@ def _cover(w: int, h: int, size) -> tuple[float, int, int, int, int]:
     return factor, rw, rh, int(0.5 * (rw - size[0])), int(0.5 * (rh - size[1]))
 
 
-def _blob(*images, size, crop, swap_rb, float_out, mean=None, scale=None):
+def _blob(*images, size, crop, swap_rb, float_out, ipp=False, mean=None, scale=None):
     """The blob of `images`; `mean` (four values) and `scale` (for a float blob) are numbers
-    or, in a compiled program, float64 scalar tensors given at run time."""
+    or, in a compiled program, float64 scalar tensors given at run time; `ipp`: resized as
+    OpenCV's Intel IPP resize (gdp.cv2.geometry.ipp_resizes)."""
     import tensorflow as tf
 
     planes = []
@@ -32,12 +33,12 @@ def _blob(*images, size, crop, swap_rb, float_out, mean=None, scale=None):
             if crop:  # cover the size keeping the aspect ratio, then cut the centre out
                 factor, rw, rh, left, top = _cover(w, h, size)
                 x = ops_geometry.resize(
-                    x, rw, rh, 1.0 / factor, 1.0 / factor, ops_geometry.INTER_LINEAR
+                    x, rw, rh, 1.0 / factor, 1.0 / factor, ops_geometry.INTER_LINEAR, ipp
                 )
                 x = x[top : top + size[1], left : left + size[0]]
             else:
                 x = ops_geometry.resize(
-                    x, size[0], size[1], w / size[0], h / size[1], ops_geometry.INTER_LINEAR
+                    x, size[0], size[1], w / size[0], h / size[1], ops_geometry.INTER_LINEAR, ipp
                 )
         if x.shape.rank == 2:
             x = x[:, :, None]
@@ -82,7 +83,10 @@ def _blob_call(func, images, scalefactor, size, mean, swapRB, crop, ddepth):
         )
     wanted = None if size is None or tuple(size) in ((0, 0), ()) else (int(size[0]), int(size[1]))
     float_out = ddepth == _cv2.CV_32F
-    params = dict(size=wanted, crop=bool(crop), swap_rb=bool(swapRB), float_out=float_out)
+    ipp = geometry.ipp_resizes(geometry.INTER_LINEAR, common.dtype_of(first), channels)
+    params = dict(
+        size=wanted, crop=bool(crop), swap_rb=bool(swapRB), float_out=float_out, ipp=ipp
+    )
     # The mean and the scale are run-time inputs; the output size, crop and channel order are
     # structural. So is the source size in the program below, where the resize's tables are
     # constants; `_any_size` gives the program for every source size, its tables run-time
@@ -97,7 +101,7 @@ def _blob_call(func, images, scalefactor, size, mean, swapRB, crop, ddepth):
             return _blob_on_host(images, wanted, bool(crop), bool(swapRB), values)
 
     def generic():
-        tables = _tables(first, wanted, bool(crop))
+        tables = _tables(first, wanted, bool(crop), ipp)
         if tables is not None:
             return _any_size(func, images, params, values, *tables)
         program = engine.program(f"dnn.{func}", _blob, images, params, values=values)
@@ -129,7 +133,7 @@ def _blob_on_host(images, size, crop: bool, swap_rb: bool, values: dict) -> np.n
     return out
 
 
-def _tables(image: np.ndarray, size, crop: bool):
+def _tables(image: np.ndarray, size, crop: bool, ipp: bool):
     """(structure, tables) of the resize inside a blob of `image`'s size, the crop cut out of
     the tables; None where the blob has no resize, or a crop with no pass to cut."""
     h, w = image.shape[:2]
@@ -148,6 +152,7 @@ def _tables(image: np.ndarray, size, crop: bool):
             1.0 / factor,
             geometry.INTER_LINEAR,
             image.dtype.name,
+            ipp,
         )
         if len(structure["passes"]) < 2:
             return None
@@ -166,6 +171,7 @@ def _tables(image: np.ndarray, size, crop: bool):
         h / size[1],
         geometry.INTER_LINEAR,
         image.dtype.name,
+        ipp,
     )
 
 
@@ -196,11 +202,12 @@ def _blob_by_plan(
     crop,
     swap_rb,
     float_out,
+    ipp,
     mean=None,
     scale=None,
 ):
     """_blob of (H, W*channels) images of any size, resized by the plan's tables (run-time
-    inputs: the crop is cut out of them)."""
+    inputs: the crop is cut out of them; `ipp` is in them)."""
     import tensorflow as tf
 
     tables = dict(zip(names, arrays[count:], strict=True))

@@ -111,3 +111,52 @@ def test_resize_in_a_graph_matches_the_eager_call():
     # exact sums miss by 1 in places
     np.testing.assert_array_equal(cv2.resize(image, (61, 97)), real.resize(image, (61, 97)))
     assert np.abs(got.astype(np.int32) - real.resize(image, (61, 97))).max() <= 1
+
+
+@pytest.fixture
+def use_ipp(request):
+    """cv2.ipp.setUseIPP(request.param) for the test, restored after it."""
+    before = real.ipp.useIPP()
+    real.ipp.setUseIPP(request.param)
+    yield request.param
+    real.ipp.setUseIPP(before)
+
+
+# (channels, dsize, fx, fy): down in x and up in y by sizes, and by factors (OpenCV sizes the
+# result from them; IPP then warps by the factors themselves).
+FLOAT_CASES = [(c, (211, 397), 0, 0) for c in (1, 2, 3, 4)] + [(3, None, 0.37, 1.6)]
+
+
+@pytest.mark.parametrize("use_ipp", [True, False], indirect=True, ids=["ipp", "no-ipp"])
+@pytest.mark.parametrize("interpolation", [LINEAR, CUBIC], ids=["linear", "cubic"])
+@pytest.mark.parametrize(
+    "channels,dsize,fx,fy", FLOAT_CASES, ids=[f"{c[0]}ch-{c[2]}" for c in FLOAT_CASES]
+)
+def test_float_resize_takes_the_source_positions_opencv_takes(
+    use_ipp, interpolation, channels, dsize, fx, fy
+):
+    """OpenCV hands LINEAR and CUBIC of float32 images of 1, 3 or 4 channels to Intel IPP where
+    its build has it (pip's), which computes each source position in double; its own code (2
+    channels, or IPP turned off) rounds the position to float. On this 600-pixel photo the two
+    are up to 0.0044 apart, 15-60 times the tolerances here: gdp must take the ones OpenCV
+    takes (it took OpenCV's own everywhere)."""
+    image = real.cvtColor(skimage.data.coffee(), real.COLOR_RGB2BGRA).astype(np.float32)
+    image = image[..., 0] if channels == 1 else image[..., :channels]
+    got = cv2.resize(image, dsize, fx=fx, fy=fy, interpolation=interpolation)
+    want = real.resize(image, dsize, fx=fx, fy=fy, interpolation=interpolation)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    # float32 rounding of sums of 2x2 or 4x4 taps (cubic's of both signs) of values to 255, in
+    # another order: 5 and 20 units in the last place
+    atol = 7e-5 if interpolation == LINEAR else 3e-4
+    np.testing.assert_allclose(got, want, rtol=0, atol=atol)
+
+
+@pytest.mark.parametrize("use_ipp", [True, False], indirect=True, ids=["ipp", "no-ipp"])
+def test_16_bit_resize_is_within_one_of_opencv_with_ipp_and_without(use_ipp):
+    image = real.cvtColor(skimage.data.coffee(), real.COLOR_RGB2BGR).astype(np.uint16) * 257
+    for dtype in (np.uint16, np.int16):
+        x = image.astype(dtype) if dtype == np.uint16 else (image // 2).astype(dtype)
+        for interpolation in (LINEAR, CUBIC):
+            got = cv2.resize(x, (211, 397), interpolation=interpolation).astype(np.int32)
+            want = real.resize(x, (211, 397), interpolation=interpolation)
+            assert np.abs(got - want).max() <= 1, (dtype, interpolation)
