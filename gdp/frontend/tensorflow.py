@@ -19,6 +19,7 @@ import numpy as np
 import onnx
 import onnx.numpy_helper
 import onnx.shape_inference
+import onnx_ir as ir
 
 from gdp.errors import FrontendError, UnsupportedOpError
 from gdp.frontend.common import OPSET, finalize
@@ -352,22 +353,16 @@ def _name_positional_outputs(model: onnx.ModelProto) -> onnx.ModelProto:
     """A function that returns a tensor or a tuple gets outputs named output_0, output_1, ...
 
     tf2onnx names them after internal TF nodes ("Identity:0"), which say nothing to a user; a
-    function returning a dict keeps its keys as names.
+    function returning a dict keeps its keys as names. The values are renamed, not the strings
+    that name them: a value the function returns and also branches on (tf.image.rot90's cond)
+    is read inside an If's subgraph too, which kept the old name and made the graph invalid.
     """
-    generated = [o.name for o in model.graph.output if ":" in o.name]
-    if not generated:
+    if not any(":" in o.name for o in model.graph.output):
         return model
-    renames = {old: f"output_{i}" for i, old in enumerate(o.name for o in model.graph.output)}
-    for out in model.graph.output:
-        out.name = renames[out.name]
-    for node in model.graph.node:
-        for i, name in enumerate(node.output):
-            if name in renames:
-                node.output[i] = renames[name]
-        for i, name in enumerate(node.input):
-            if name in renames:
-                node.input[i] = renames[name]
-    return model
+    graph = ir.serde.deserialize_model(model)
+    for i, value in enumerate(graph.graph.outputs):
+        value.name = f"output_{i}"
+    return ir.serde.serialize_model(graph)
 
 
 def from_keras(

@@ -741,7 +741,13 @@ def _lower_resize_bilinear(e: _Emitter) -> None:
     """ResizeBilinear as tf2onnx writes it, on a float32 image: TF's op returns float32 for
     every input type and interpolates in float, but tf2onnx resizes a uint8 (or other) image in
     its own type and declares a float result, an ill-typed graph onnxruntime and TVM reject.
-    A Cast to float32 first makes it TF's computation."""
+    A Cast to float32 first makes it TF's computation.
+
+    On a static image tf2onnx gives the Resize float32 scales (21 / 30 = 0.69999999), from which
+    its own shape inference takes floor(30 * 0.69999999) = 20 columns, and its optimizer then
+    bakes that wrong extent into the constant shapes of what follows (a Transpose it turns into
+    a Reshape: `tf.image.flip_up_down` after a resize to 5x21 was an invalid graph). The Resize
+    is given its sizes instead, and its output their shape."""
     from tf2onnx.onnx_opset.nn import Resize
 
     if e.dtype(0) != TensorProto.FLOAT:
@@ -750,7 +756,19 @@ def _lower_resize_bilinear(e: _Emitter) -> None:
         shape = e.ctx.get_shape(e.inputs[0])
         if shape is not None:
             e.ctx.set_shape(cast.output[0], shape)
+    name, shape = e.node.name, e.ctx.get_shape(e.inputs[0])
+    size = e.node.inputs[1]
     Resize.version_11(e.ctx, e.node)
+    # tf2onnx wrote scales where the image's height and width and the size are static
+    resize = e.ctx.get_node_by_name(name).inputs[0]
+    if len(resize.input) == 3 and size.is_const() and shape and -1 not in shape:
+        n, _, _, c = shape
+        height, width = (int(v) for v in size.get_tensor_value())
+        sizes = e.ctx.make_const(
+            e._utils.make_name("sizes"), np.array([n, c, height, width], np.int64)
+        )
+        e.ctx.replace_inputs(resize, [resize.input[0], resize.input[1], "", sizes.output[0]])
+        e.ctx.set_shape(resize.output[0], [n, c, height, width])
 
 
 def _patch_axis(size: int, k: int, stride: int, rate: int, same: bool) -> tuple[int, int, int]:

@@ -117,6 +117,46 @@ def test_resize_of_a_static_input_gives_the_size_asked(photos, target, shape, me
     np.testing.assert_allclose(got, want, rtol=0, atol=5e-4 if method == "bilinear" else 0)
 
 
+@pytest.mark.parametrize("shape", [(20, 30), (276, 588), (333, 500)])
+@pytest.mark.parametrize("channels", [1, 3])
+def test_a_flip_after_a_resize_runs_as_tf(photos, shape, channels):
+    """Resize then flip, an augmentation as TF's docs write it, on a static image. tf2onnx's
+    shape inference took the resize's columns from its float32 scale (floor(30 * 0.69999999) =
+    20 where 21 were asked) and baked that into the flip's constant shapes: the graph was
+    invalid (TVM refused a Reshape of 105 values into 100), or kept a ReverseSequence that TVM
+    cannot import. Both refused the program; now it runs as TF."""
+    image = cv2_resize(photos[0], shape)[None, :, :, :channels]
+
+    @tf.function(input_signature=[tf.TensorSpec([1, *shape, channels], tf.float32)])
+    def augment(x):
+        return tf.image.flip_up_down(tf.image.resize(x, [5, 21]))
+
+    got, want = gdp.compile(augment)(image), augment(image).numpy()
+    assert got.shape == want.shape == (1, 5, 21, channels)
+    np.testing.assert_allclose(got, want, rtol=0, atol=5e-4)
+
+
+@pytest.mark.parametrize("free", [False, True], ids=["static", "free"])
+def test_a_returned_tensor_that_a_cond_reads_keeps_its_reader(photos, free):
+    """A function returning an image and its rot90 (TF's rot90 branches on k in a tf.cond):
+    the returned tensor is read inside the If's subgraph too. gdp renamed the outputs to
+    output_0, output_1 in the main graph only, the subgraph kept reading "Identity:0", and
+    the graph was refused as invalid."""
+    image = cv2_resize(photos[0], (50, 70))[None]
+    shape = [1, None, None, 3] if free else [1, 50, 70, 3]
+
+    @tf.function(input_signature=[tf.TensorSpec(shape, tf.float32)])
+    def centred_and_turned(x):
+        y = x - tf.reduce_max(x, axis=[1, 2], keepdims=True)
+        return y, tf.image.rot90(y) * 2.0
+
+    model = gdp.compile(centred_and_turned)
+    got, want = model(image), centred_and_turned(image)
+    assert list(got) == ["output_0", "output_1"]
+    for g, w in zip(got.values(), want, strict=True):
+        np.testing.assert_array_equal(g, w.numpy())
+
+
 def cv2_resize(photo: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     """A real photo at `shape` (rows, columns), float32 in [0, 1]."""
     import cv2
