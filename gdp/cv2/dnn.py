@@ -84,9 +84,7 @@ def _blob_call(func, images, scalefactor, size, mean, swapRB, crop, ddepth):
     wanted = None if size is None or tuple(size) in ((0, 0), ()) else (int(size[0]), int(size[1]))
     float_out = ddepth == _cv2.CV_32F
     ipp = geometry.ipp_resizes(geometry.INTER_LINEAR, common.dtype_of(first), channels)
-    params = dict(
-        size=wanted, crop=bool(crop), swap_rb=bool(swapRB), float_out=float_out, ipp=ipp
-    )
+    params = dict(size=wanted, crop=bool(crop), swap_rb=bool(swapRB), float_out=float_out, ipp=ipp)
     # The mean and the scale are run-time inputs; the output size, crop and channel order are
     # structural. So is the source size in the program below, where the resize's tables are
     # constants; `_any_size` gives the program for every source size, its tables run-time

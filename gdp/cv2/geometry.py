@@ -244,9 +244,7 @@ def _resize(image, width, height, scale_x, scale_y, method, ipp):
 
 def _resize_sized(image, width, height, scale_x, scale_y, method, ipp, channels):
     """An (H, W*channels) image of static size, its tables constants."""
-    return ops_geometry.resize_flat(
-        image, channels, width, height, scale_x, scale_y, method, ipp
-    )
+    return ops_geometry.resize_flat(image, channels, width, height, scale_x, scale_y, method, ipp)
 
 
 # cv::resize hands these to Intel IPP (OpenCV's ipp_hal_resize, in builds with IPP, as pip's),
