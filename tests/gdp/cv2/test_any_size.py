@@ -85,6 +85,42 @@ def test_resize_gray_area_and_float_over_sizes():
         )
 
 
+def test_a_large_area_shrink_compiles_once_per_structure_and_matches_opencv(monkeypatch):
+    """INTER_AREA thumbnails of photos 16 to 60 times their size: 17-61 taps an axis. The
+    program for every size gathered and added each tap on its own and compiled for 15-50 s at
+    each new tap count; gdp.ops.geometry now sums many taps as one reduction. One program per
+    structure (the passes' tap counts), never per size; each size, and a hot size's own
+    program, as OpenCV."""
+    from gdp.ops import resize_tables
+
+    cv2.clear_cache()
+    _trials_keep_every_sized_program(monkeypatch)
+    monkeypatch.setattr(engine, "SIZED_AFTER", 2)
+    sizes = [(960 - 7 * k, 1280 - 11 * k) for k in range(4)]
+    structures = set()
+    for h, w in sizes:
+        plan, _ = resize_tables.plan(h, w, 3, 32, 24, w / 32, h / 24, real.INTER_AREA, "uint8")
+        structures.add(repr(plan))
+
+    def run():
+        for h, w in sizes:
+            image = _photo(h, w)
+            got = cv2.resize(image, (32, 24), interpolation=cv2.INTER_AREA)
+            np.testing.assert_array_equal(
+                got, real.resize(image, (32, 24), interpolation=real.INTER_AREA)
+            )
+
+    assert _compilations(run) == len(structures) < len(sizes)
+    image = _photo(*sizes[0])
+    want = real.resize(image, (32, 24), interpolation=real.INTER_AREA)
+    for _ in range(3):  # a hot size: its own program, its tables constants
+        np.testing.assert_array_equal(
+            cv2.resize(image, (32, 24), interpolation=cv2.INTER_AREA), want
+        )
+        _wait_for_sized_programs()
+    assert len(engine._sized) == 1
+
+
 def _trials_keep_every_sized_program(monkeypatch) -> None:
     """A size's own program is kept only where a trial times it no slower than the generic
     path; on a busy test machine that is noise, so the tests of the mechanism keep it."""
