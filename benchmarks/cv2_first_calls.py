@@ -81,6 +81,15 @@ def _cases(image: np.ndarray) -> dict:
         ),
         "erode rectangle 31": (image, lambda m, x: m.erode(x, np.ones((31, 31), np.uint8))),
         "dilate ellipse 31 gray": (gray, lambda m, x: m.dilate(x, ell31)),
+        # Thumbnails: an area shrink by 20 and 40 reads 21-41 source pixels an axis.
+        "resize AREA to 32x24": (
+            image,
+            lambda m, x: m.resize(x, (32, 24), interpolation=real.INTER_AREA),
+        ),
+        "resize AREA to 16x12": (
+            image,
+            lambda m, x: m.resize(x, (16, 12), interpolation=real.INTER_AREA),
+        ),
         "Canny colour": (image, lambda m, x: m.Canny(x, 50, 150)),
         "Canny colour L2": (image, lambda m, x: m.Canny(x, 50, 150, L2gradient=True)),
         "Canny gray": (gray, lambda m, x: m.Canny(x, 50, 150)),
