@@ -194,8 +194,9 @@ def _lookup(image, table):
 
 
 def _convert_scale_abs(image, alpha, beta):
-    """ops.convert_scale_abs for float32 images, alpha and beta float64 scalar tensors holding
-    float32 values: the product is exact in float64, so the sum rounds once (a float32 fma)."""
+    """ops.convert_scale_abs for float32 and 16-bit images, alpha and beta float64 scalar
+    tensors holding float32 values: the product is exact in float64, so the sum rounds once (a
+    float32 fma)."""
     import tensorflow as tf
 
     x = tf.cast(tf.cast(image, tf.float64) * alpha + beta, tf.float32)
@@ -205,7 +206,9 @@ def _convert_scale_abs(image, alpha, beta):
 @common.accelerate("convertScaleAbs")
 def convertScaleAbs(src, dst=None, alpha=1.0, beta=0.0):
     src, graph = _src("convertScaleAbs", src)
-    if _dtype(src) not in ("uint8", "float32"):
+    # int16: Sobel's and Laplacian's CV_16S results, which OpenCV's tutorials take back to 8
+    # bits this way
+    if _dtype(src) not in ("uint8", "int16", "uint16", "float32"):
         if graph:
             raise common.error("convertScaleAbs", f"{_dtype(src)} is not accelerated")
         raise common.NotAccelerated(f"{_dtype(src)} is not accelerated")

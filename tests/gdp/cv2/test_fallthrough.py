@@ -175,7 +175,7 @@ CASES = {
         ),
     ),
     "convertScaleAbs": lambda: (
-        (_image(np.int16),),
+        (_image(np.int32),),
         dict(dst=np.empty((12, 10), np.uint8), alpha=0.5, beta=3.0),
     ),
     "addWeighted": lambda: (
