@@ -111,3 +111,32 @@ def test_a_chain_that_cannot_run_on_arrays_runs_its_program_and_choose_false_nev
     assert "arrays" in choice["why"], choice  # the calls returned a tensor, not arrays
     np.testing.assert_array_equal(gray(bgr), want)
     assert gray.choices == {}
+
+
+@pytest.mark.parametrize(
+    "interpolation,tolerance",
+    [(real.INTER_NEAREST, 0), (real.INTER_AREA, 4)],
+    ids=["nearest", "area"],
+)
+def test_a_resize_then_two_stencils_in_one_chain_match_opencv(interpolation, tolerance):
+    """Resize by half (a gather along the rows), a 5x5 blur, then a Sobel: one kernel, where
+    the blur's reflected bottom pad reads the resize's gathered rows. Vectorised, TVM's code for
+    that pad read other rows: the Sobel's last three rows were up to 72 off, silently. Compared
+    with OpenCV's blur and Sobel of gdp's own resize (an area shrink by a non-integer factor is
+    within 1 LSB of OpenCV's, 4 after the blur and the Sobel's taps)."""
+    import skimage.data
+
+    def half(m, x):
+        return m.resize(x, (x.shape[1] // 2, x.shape[0] // 2), interpolation=interpolation)
+
+    def edges(m, x):
+        return m.Sobel(m.blur(x, (5, 5)), real.CV_16S, 1, 0, ksize=3)
+
+    program = cv2.chain(choose=False)(lambda x: edges(cv2, half(cv2, x)))
+    photo = real.cvtColor(skimage.data.astronaut(), real.COLOR_RGB2BGR)
+    for h, w in ((666, 149), (100, 149), (513, 77)):
+        image = real.resize(photo, (w, h), interpolation=real.INTER_AREA)
+        got = program(image).astype(np.int32)
+        want = edges(real, half(cv2, image)).astype(np.int32)
+        assert got.shape == want.shape
+        assert np.abs(got - want).max() <= tolerance, (h, w)
