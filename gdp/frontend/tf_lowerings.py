@@ -756,18 +756,15 @@ def _lower_resize_bilinear(e: _Emitter) -> None:
         shape = e.ctx.get_shape(e.inputs[0])
         if shape is not None:
             e.ctx.set_shape(cast.output[0], shape)
-    name, shape = e.node.name, e.ctx.get_shape(e.inputs[0])
-    size = e.node.inputs[1]
+    shape, size = e.shape(0), e.const_input(1)
     Resize.version_11(e.ctx, e.node)
     # tf2onnx wrote scales where the image's height and width and the size are static
-    resize = e.ctx.get_node_by_name(name).inputs[0]
-    if len(resize.input) == 3 and size.is_const() and shape and -1 not in shape:
+    resize = e.ctx.get_node_by_name(e.name).inputs[0]
+    if len(resize.input) == 3 and size is not None and shape and -1 not in shape:
         n, _, _, c = shape
-        height, width = (int(v) for v in size.get_tensor_value())
-        sizes = e.ctx.make_const(
-            e._utils.make_name("sizes"), np.array([n, c, height, width], np.int64)
-        )
-        e.ctx.replace_inputs(resize, [resize.input[0], resize.input[1], "", sizes.output[0]])
+        height, width = (int(v) for v in size)
+        sizes = e.const([n, c, height, width], np.int64)
+        e.ctx.replace_inputs(resize, [*resize.input[:2], "", sizes])
         e.ctx.set_shape(resize.output[0], [n, c, height, width])
 
 
