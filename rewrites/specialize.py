@@ -68,12 +68,13 @@ def _optimize(model: onnx.ModelProto) -> onnx.ModelProto:
                     input_size_limit=_constant_folding.DEFAULT_CONSTANT_FOLD_INPUT_SIZE_LIMIT,
                     output_size_limit=_constant_folding.DEFAULT_CONSTANT_FOLD_OUTPUT_SIZE_LIMIT,
                 ),
+                _fold_constant_splits_pass(),
                 rewriter.RewritePass(rules),
                 common.RemoveUnusedNodesPass(),
                 common.RemoveUnusedFunctionsPass(),
                 common.RemoveUnusedOpsetsPass(),
             ],
-            steps=2,
+            steps=8,
             early_stop=True,
         ),
         common.RemoveUnusedNodesPass(),
@@ -86,6 +87,67 @@ def _optimize(model: onnx.ModelProto) -> onnx.ModelProto:
     )(model_ir)
     model_ir.graph.sort()
     return ir.serde.serialize_model(model_ir)
+
+
+def _split_sizes(node, extent: int) -> list[int] | None:
+    """The sizes a Split node cuts `extent` into (opset 13's `split` input or attribute, or
+    opset 18's num_outputs: ceil-sized parts, the last one smaller), or None where not
+    constant."""
+    count = len(node.outputs)
+    given = node.inputs[1] if len(node.inputs) > 1 else None
+    if given is not None:
+        if given.const_value is None:
+            return None
+        return [int(v) for v in given.const_value.numpy().reshape(-1)]
+    if "split" in node.attributes:
+        return [int(v) for v in node.attributes["split"].as_ints()]
+    part = -(-extent // count)
+    return [min(part, max(extent - i * part, 0)) for i in range(count)]
+
+
+def _fold_constant_splits_pass():
+    """A pass folding a Split of a constant into one constant per output. onnxscript's constant
+    folder skips every node of several outputs, and tf2onnx writes tf.shape(x) unstacked as a
+    Split of Shape(x): with the shapes fixed, the Shape folds but the Split did not, so what was
+    built from the sizes stayed a run-time computation (tf.image.image_gradients' zero row,
+    `tf.zeros([batch, 1, width, depth])`), which TVM's importer refused ("emit_te now only
+    supports Tensor that has ShapeExpr shape")."""
+    import numpy as np
+    import onnx_ir as ir
+
+    class FoldConstantSplits(ir.passes.InPlacePass):
+        def call(self, model: ir.Model) -> ir.passes.PassResult:
+            modified = False
+            for node in list(model.graph):
+                if node.op_type != "Split" or node.domain not in ("", "ai.onnx"):
+                    continue
+                source = node.inputs[0].const_value if node.inputs else None
+                if source is None:
+                    continue
+                array = source.numpy()
+                axis = node.attributes.get_int("axis", 0)
+                axis = axis + array.ndim if axis < 0 else axis
+                sizes = _split_sizes(node, array.shape[axis])
+                outputs = set(model.graph.outputs)
+                if (
+                    sizes is None
+                    or len(sizes) != len(node.outputs)
+                    or sum(sizes) != array.shape[axis]
+                    or any(output in outputs for output in node.outputs)
+                ):
+                    continue
+                parts = np.split(array, np.cumsum(sizes)[:-1], axis=axis)
+                for output, part in zip(node.outputs, parts, strict=True):
+                    value = ir.tensor(np.ascontiguousarray(part))
+                    constant = ir.Value(name=f"{output.name}_folded", const_value=value)
+                    constant.shape, constant.dtype = ir.Shape(part.shape), output.dtype
+                    model.graph.register_initializer(constant)
+                    ir.convenience.replace_all_uses_with(output, constant)
+                model.graph.remove(node, safe=True)
+                modified = True
+            return ir.passes.PassResult(model, modified)
+
+    return FoldConstantSplits()
 
 
 def _never_both_signs_rule():

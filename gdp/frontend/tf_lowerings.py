@@ -137,19 +137,21 @@ class _Emitter:
             return self.op("ReduceSum", x, self.const([axis], np.int64), keepdims=0)
         return self.op("ReduceSum", x, axes=[axis], keepdims=0)
 
-    def finish(self, result: str) -> None:
-        """Replace the TF node by the value `result`, under the node's own output name."""
+    def finish(self, *results: str) -> None:
+        """Replace the TF node by the values `results`, under the node's own output names (its
+        first outputs, in order)."""
         node = self.node
         shapes, dtypes, outputs = node.output_shapes, node.output_dtypes, list(node.output)
         self.ctx.remove_node(node.name)
-        self.ctx.make_node(
-            "Identity",
-            [result],
-            outputs=outputs[:1],
-            name=node.name,
-            shapes=shapes[:1],
-            dtypes=dtypes[:1],
-        )
+        for i, result in enumerate(results):
+            self.ctx.make_node(
+                "Identity",
+                [result],
+                outputs=[outputs[i]],
+                name=node.name if i == 0 else f"{node.name}/output_{i}",
+                shapes=[shapes[i]],
+                dtypes=[dtypes[i]],
+            )
 
 
 class _ProtoEmitter:
@@ -207,10 +209,12 @@ class _ProtoEmitter:
     def reduce_sum(self, x: str, axis: int) -> str:
         return self.op("ReduceSum", x, self.const([axis], np.int64), keepdims=0)
 
-    def finish(self, result: str) -> None:
-        self.new_nodes.append(
-            onnx.helper.make_node("Identity", [result], [self.node.output[0]], name=self.name)
-        )
+    def finish(self, *results: str) -> None:
+        for i, result in enumerate(results):
+            name = self.name if i == 0 else f"{self.name}/output_{i}"
+            self.new_nodes.append(
+                onnx.helper.make_node("Identity", [result], [self.node.output[i]], name=name)
+            )
 
 
 @dataclass
@@ -768,6 +772,119 @@ def _lower_resize_bilinear(e: _Emitter) -> None:
         e.ctx.set_shape(resize.output[0], [n, c, height, width])
 
 
+def _lower_depthwise_conv(e: _Emitter) -> None:
+    """DepthwiseConv2dNative as tf2onnx writes it, once its filter's input-channel extent is
+    known: TF requires it to equal the image's channel count, but where the filter is built at
+    run time (tf.image.ssim tiles its Gaussian window by the image's channels, read from
+    tf.shape) TF's shape inference leaves it unknown, and tf2onnx refused the op ("input
+    channel must be positive"). It is taken from the image's shape."""
+    from tf2onnx.onnx_opset.nn import DepthwiseConv2d
+
+    image, kernel = e.shape(0), e.shape(1)
+    if kernel is not None and len(kernel) == 4 and kernel[2] < 1:
+        channel_axis = 1 if e.attr("data_format", "NHWC") == "NCHW" else 3
+        channels = image[channel_axis] if image is not None and len(image) == 4 else -1
+        if channels < 1:
+            raise e.refuse(
+                "gdp converts a depthwise convolution whose image's channel count is known when"
+                f" the function is converted; here the image's shape is {image} and the"
+                f" filter's {kernel}: give the function a static channel count"
+            )
+        e.ctx.set_shape(e.inputs[1], [*kernel[:2], channels, kernel[3]])
+    DepthwiseConv2d.version_1(e.ctx, e.node)
+
+
+def _lower_shape_n(e: _Emitter) -> None:
+    """ShapeN (TF's grappler merges the tf.shape calls of several tensors into one: tf.image.ssim
+    has two) as one Shape per input, in its out_type; tf2onnx has no conversion for it."""
+    out_type = e.ctx.get_dtype(e.node.output[0])
+    e.finish(*(e.op("Cast", e.op("Shape", x), to=out_type) for x in e.inputs))
+
+
+# ---------------------------------------------------------------------------------------------
+# Division: TF's integer and floor semantics (tensorflow/core/kernels/cwise_ops.h).
+
+_SIGNED = {TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT64}
+_UNSIGNED = {TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64}
+
+
+def _lower_division(e: _Emitter) -> None:
+    """Div, TruncateDiv, FloorDiv, FloorMod and TruncateMod as TF's CPU kernels compute them.
+
+    tf2onnx wrote an integer FloorDiv as ONNX's Div, which truncates (TF floors: -3 // 2 is
+    -2, it gave -1, so Keras' CenterCrop of an image smaller than the crop kept 1 row where TF
+    keeps 2); FloorMod as a - Div(a, b) * b, truncated for integers (-7 % 3 gave -1, TF 2) and
+    rounded for floats (-0.3 % 0.1 gave -7e-9, TF 0.1; 1e8 % 3 gave -2, TF 1); and a float
+    TruncateDiv as a plain Div (TF truncates it too). Here a float FloorMod is fmod with TF's
+    sign fix; an integer FloorDiv a truncated Div, less one where the signs differ and it was
+    inexact (never overflowing); an integer FloorMod or TruncateMod a - Div(a, b) * b, the
+    first with the sign fix.
+
+    An integer divisor must be a constant without zeros: TF raises on a zero at run time,
+    which compiled code cannot (an integer division by zero traps and kills the process), so
+    a divisor known only at run time is refused. A constant -1 is divided as a negation (the
+    CPU traps on INT_MIN / -1; TF wraps to INT_MIN)."""
+    dtype = e.dtype(0)
+    op = e.op_type
+    a, b = e.inputs[0], e.inputs[1]
+    if dtype not in _SIGNED and dtype not in _UNSIGNED:
+        if op in ("FloorMod", "TruncateMod"):
+            r = e.op("Mod", a, b, fmod=1)
+            if op == "FloorMod":  # fmod's sign is a's; TF's floor mod takes b's
+                zero = e.const(0, onnx.helper.tensor_dtype_to_np_dtype(dtype))
+                wrong = e.op(
+                    "And",
+                    e.op("Not", e.op("Equal", r, zero)),
+                    e.op("Xor", e.op("Less", r, zero), e.op("Less", b, zero)),
+                )
+                r = e.op("Where", wrong, e.op("Add", r, b), r)
+            e.finish(r)
+        elif op == "FloorDiv":
+            e.finish(e.op("Floor", e.op("Div", a, b)))
+        elif op == "TruncateDiv":  # toward zero (tf2onnx wrote a plain Div: -7.5 / 2 = -3.75)
+            q = e.op("Div", a, b)
+            zero = e.const(0, onnx.helper.tensor_dtype_to_np_dtype(dtype))
+            e.finish(e.op("Where", e.op("Less", q, zero), e.op("Ceil", q), e.op("Floor", q)))
+        else:
+            e.finish(e.op("Div", a, b))
+        return
+    divisor = e.const_input(1)
+    if divisor is None:
+        raise e.refuse(
+            "gdp divides integers by a constant only: TF raises 'Integer division by zero' on"
+            " a zero divisor at run time, which compiled code cannot; here the divisor is"
+            " computed at run time (divide by a constant, or in float: tf.cast)"
+        )
+    if np.any(divisor == 0):
+        raise e.refuse("the divisor is zero: TF raises 'Integer division by zero'")
+    np_dtype = onnx.helper.tensor_dtype_to_np_dtype(dtype)
+    minus_one = dtype in _SIGNED and bool(np.any(divisor == -1))
+    safe = e.const(np.where(divisor == -1, 1, divisor), np_dtype) if minus_one else b
+    q = e.op("Div", a, safe)  # ONNX's integer Div truncates, as TF's Div and TruncateDiv
+    if minus_one:
+        q = e.op("Where", e.const(divisor == -1, np.bool_), e.op("Neg", a), q)
+    if op in ("Div", "TruncateDiv"):
+        e.finish(q)
+        return
+    if dtype in _UNSIGNED:  # nothing negative: floor is truncation
+        e.finish(q if op == "FloorDiv" else e.op("Sub", a, e.op("Mul", q, b)))
+        return
+    zero = e.const(0, np_dtype)
+    r = e.op("Sub", a, e.op("Mul", q, b))  # a's sign, |r| < |b|
+    if op == "TruncateMod":
+        e.finish(r)
+        return
+    wrong = e.op(
+        "And",
+        e.op("Not", e.op("Equal", r, zero)),
+        e.op("Xor", e.op("Less", r, zero), e.op("Less", b, zero)),
+    )
+    if op == "FloorDiv":
+        e.finish(e.op("Sub", q, e.op("Cast", wrong, to=dtype)))
+    else:
+        e.finish(e.op("Where", wrong, e.op("Add", r, b), r))
+
+
 def _patch_axis(size: int, k: int, stride: int, rate: int, same: bool) -> tuple[int, int, int]:
     """One axis of TF's ExtractImagePatches: (output extent, padding before, padding after)."""
     span = (k - 1) * rate + 1
@@ -828,4 +945,11 @@ LOWERINGS: dict[str, Callable[[_Emitter], None]] = {
     "ResizeArea": _lower_separable_resize,
     "ResizeBicubic": _lower_separable_resize,
     "ScaleAndTranslate": _lower_separable_resize,
+    "DepthwiseConv2dNative": _lower_depthwise_conv,
+    "ShapeN": _lower_shape_n,
+    "Div": _lower_division,
+    "TruncateDiv": _lower_division,
+    "FloorDiv": _lower_division,
+    "FloorMod": _lower_division,
+    "TruncateMod": _lower_division,
 }

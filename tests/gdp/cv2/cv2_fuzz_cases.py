@@ -44,13 +44,36 @@ def _image(rng: np.random.Generator) -> np.ndarray:
     return (rng.random(shape) * 300 - 20).astype(dtype)
 
 
+def _large_image(rng: np.random.Generator) -> np.ndarray:
+    """A 100-1400 pixel image (where gdp's kernels split rows into strips and OpenCV uses its
+    vector and IPP paths), often a view: an ROI, every other column, or upside down."""
+    dtype = DTYPES[rng.integers(len(DTYPES))]
+    h, w = int(rng.integers(100, 1300)), int(rng.integers(100, 1400))
+    channels = [None, None, 1, 3, 3, 4][rng.integers(6)]
+    pad_h, pad_w = int(rng.integers(0, 9)), int(rng.integers(0, 9))
+    shape = (h + pad_h, w + pad_w) if channels is None else (h + pad_h, w + pad_w, channels)
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        x = rng.integers(info.min, int(info.max) + 1, shape).astype(dtype)
+    else:
+        x = (rng.random(shape) * 300 - 20).astype(dtype)
+    view = rng.integers(4)
+    if view == 1:
+        return x[pad_h // 2 : pad_h // 2 + h, pad_w // 2 : pad_w // 2 + w]
+    if view == 2:
+        return x[:, ::2]
+    if view == 3 and rng.random() < 0.3:
+        return x[::-1]
+    return x
+
+
 def _odd(rng, low=1, high=7) -> int:
     return int(rng.choice(range(low, high + 1, 2)))
 
 
-def _call(rng: np.random.Generator):
-    """(name, args, kwargs) of one random call."""
-    x = _image(rng)
+def _call(rng: np.random.Generator, image=_image):
+    """(name, args, kwargs) of one random call on an image drawn by `image`."""
+    x = image(rng)
     k = _odd(rng)
     border = BORDERS[rng.integers(len(BORDERS))]
     choices = [
@@ -201,12 +224,13 @@ def _compare(got, want, where: str, lsb: float = 0.0):
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=where)
 
 
-def fuzz(seed: int, calls: int) -> list[str]:
-    """The failures of `calls` random calls drawn from `seed` (empty: all agree)."""
+def fuzz(seed: int, calls: int, large: bool = False) -> list[str]:
+    """The failures of `calls` random calls drawn from `seed` (empty: all agree), on small
+    images or with `large` on _large_image's."""
     rng = np.random.default_rng(seed)
     failures = []
     for i in range(calls):
-        name, args, kwargs = _call(rng)
+        name, args, kwargs = _call(rng, _large_image if large else _image)
         where = (
             f"cv2.{name} (seed {seed} call {i}) on {args[0].dtype} {args[0].shape},"
             f" {[a if np.isscalar(a) or isinstance(a, tuple) else '...' for a in args[1:]]},"
@@ -233,6 +257,6 @@ def fuzz(seed: int, calls: int) -> list[str]:
     return failures
 
 
-if __name__ == "__main__":  # python cv2_fuzz_cases.py SEED CALLS
-    seed, calls = int(sys.argv[1]), int(sys.argv[2])
-    print("CASE " + json.dumps({"seed": seed, "failures": fuzz(seed, calls)}), flush=True)
+if __name__ == "__main__":  # python cv2_fuzz_cases.py SEED CALLS [large]
+    seed, calls, large = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:] == ["large"]
+    print("CASE " + json.dumps({"seed": seed, "failures": fuzz(seed, calls, large)}), flush=True)

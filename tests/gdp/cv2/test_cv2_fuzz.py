@@ -16,8 +16,9 @@ from tests.children import run_cases
 HERE = Path(__file__).resolve().parent
 
 
-def _fuzz(seed: int, calls: int) -> None:
-    cases = run_cases(HERE / "cv2_fuzz_cases.py", [seed, calls], [seed])
+def _fuzz(seed: int, calls: int, large: bool = False) -> None:
+    args = [seed, calls, "large"] if large else [seed, calls]
+    cases = run_cases(HERE / "cv2_fuzz_cases.py", args, [seed])
     failures = cases[0]["failures"]
     assert not failures, "\n".join(failures)
 
@@ -31,3 +32,11 @@ def test_random_calls_agree_with_opencv(seed):
 @pytest.mark.parametrize("seed", range(2, 8))
 def test_more_random_calls_agree_with_opencv(seed):
     _fuzz(seed, 100)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(30, 34))
+def test_random_calls_on_large_views_agree_with_opencv(seed):
+    """100-1400 pixel images, often ROIs and strided views: sizes that move gdp's row strips
+    and take OpenCV's IPP paths (this fuzz found resize's IPP source positions)."""
+    _fuzz(seed, 30, large=True)

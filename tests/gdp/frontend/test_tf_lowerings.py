@@ -483,3 +483,138 @@ def test_converted_image_ops_match_tf(photos, target):
         # resize_with_pad's bilinear: ONNX weighs the 4 pixels, TF lerps twice (a few ulps).
         atol = 1e-5 if name == "padded" else TOL
         np.testing.assert_allclose(value, value_tf, rtol=0, atol=atol, err_msg=name)
+
+
+# Division as TF defines it: tf2onnx wrote integer FloorDiv and FloorMod as truncating ONNX
+# Div (-3 // 2 was -1, TF's -2), float FloorMod as a - floor(a / b) * b (rounded) and float
+# TruncateDiv as a plain Div.
+
+
+def divisions(divisors, dtype):
+    """A function of every TF division op by each constant divisor, outputs by name."""
+    truncate_mod = dtype in (tf.int32, tf.int64, tf.float32, tf.float64)  # TF's kernels
+
+    @tf.function(input_signature=[tf.TensorSpec([None], dtype, name="a")])
+    def divide(a):
+        out = {}
+        for d in divisors:
+            b = tf.constant(d, dtype)
+            name = str(d).replace("-", "minus")
+            out[f"floordiv_{name}"] = a // b
+            out[f"floormod_{name}"] = a % b
+            out[f"truncatediv_{name}"] = tf.truncatediv(a, b)
+            out[f"div_{name}"] = tf.raw_ops.Div(x=a, y=b)
+            if truncate_mod:
+                out[f"truncatemod_{name}"] = tf.truncatemod(a, b)
+        return out
+
+    return divide
+
+
+def division_operands(np_dtype) -> np.ndarray:
+    rng = np.random.default_rng(3)
+    if np.issubdtype(np_dtype, np.integer):
+        info = np.iinfo(np_dtype)
+        edges = [info.min, info.min + 1, info.max, info.max - 1, 0, 1, 2, 3, 6, 7]
+        if info.min < 0:
+            edges += [-1, -2, -3, -6, -7, -8]
+        values = rng.integers(max(info.min, -5000), min(info.max, 5000), 500)
+        return np.concatenate([edges, values]).astype(np_dtype)
+    edges = [0.3, -0.3, 1e8, -1e8, 1e-8, -1e-8, 0.0, -0.0, 7.0, -7.0, 5.5, -5.5, 2.0, -2.0]
+    return np.concatenate([edges, rng.standard_normal(500) * 100]).astype(np_dtype)
+
+
+@pytest.mark.parametrize(
+    "target, dtype",
+    [("cpu", tf.int32), ("cpu", tf.uint8), ("cpu", tf.float32), ("reference", tf.int64)]
+    + [("reference", tf.int8), ("reference", tf.float64), ("reference", tf.uint16)],
+)
+def test_divisions_match_tf(target, dtype):
+    """//, %, truncatediv, truncatemod and Div by constants of both signs, 1 and -1, on
+    integers from the type's least to its greatest (INT_MIN // -1 wraps, as TF's kernel
+    does, never trapping) and on floats whose quotients round: TF's values exactly."""
+    signed = dtype.is_floating or dtype.min < 0
+    divisors = [2, 7, 3, -3, -1, 1] if signed else [2, 7, 3, 1]
+    if dtype.is_floating:
+        divisors = [2.0, 0.1, -1.5, 3.0]  # 1.0: TF's grappler drops truncatediv(a, 1.0)
+    fn = divisions(divisors, dtype)
+    a = division_operands(dtype.as_numpy_dtype)
+    got, want = gdp.compile(fn, target=target)(a), fn(a)
+    for name, value in want.items():
+        np.testing.assert_array_equal(got[name], value.numpy(), err_msg=name)
+
+
+@pytest.mark.parametrize("divisor", ["run time", "zero"])
+def test_integer_division_by_a_run_time_or_zero_divisor_is_refused(divisor):
+    """TF raises 'Integer division by zero' at run time, which compiled code cannot (the CPU
+    traps: the process died of SIGFPE): a divisor known only at run time is refused, and a
+    constant zero, naming the op and the user's line."""
+    spec = tf.TensorSpec([8], tf.int32)
+    if divisor == "zero":
+        fn = tf.function(lambda a: a // tf.constant(0), input_signature=[spec])
+    else:
+        fn = tf.function(lambda a, b: a // b, input_signature=[spec, spec])
+    with pytest.raises(UnsupportedOpError, match="divi") as info:
+        gdp.compile(fn, target="reference")
+    assert info.value.op == "FloorDiv"
+    assert "test_tf_lowerings.py" in str(info.value)
+
+
+def test_keras_center_crop_of_a_smaller_image_matches_tf(photos):
+    """keras.layers.CenterCrop(100, 120) of a 97-row image, height and width free: Keras slices
+    from (97 - 100) // 2 = -2, that is 2 rows from the end; with truncating division gdp kept 1
+    row, a silently wrong shape."""
+    crop = keras.layers.CenterCrop(100, 120)
+    fn = tf.function(crop, input_signature=[tf.TensorSpec([1, None, None, 3], tf.float32)])
+    model = gdp.compile(fn, target="cpu")
+    for shape in [(97, 1003), (233, 317)]:
+        image = photo_at(photos[0], shape)[None]
+        want = fn(image).numpy()
+        got = model(image)
+        assert got.shape == want.shape, shape
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_ssim_matches_tf(photos, target):
+    """tf.image.ssim as its docs write it: TF builds the Gaussian window at run time, tiled by
+    the channel count read with tf.shape (a ShapeN, which tf2onnx does not convert, and a
+    depthwise filter of unknown channels, which it refused); height and width free."""
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None, 3], tf.float32)] * 2)
+    def ssim(a, b):
+        return tf.image.ssim(a, b, max_val=255.0, filter_size=11, filter_sigma=1.5)
+
+    model = gdp.compile(ssim, target=target)
+    for shape in [(97, 131), (240, 320)]:
+        a = photo_at(photos[0], shape) * 255.0
+        b = np.ascontiguousarray(a[::-1])
+        np.testing.assert_allclose(model(a, b), ssim(a, b).numpy(), rtol=0, atol=1e-5)
+
+
+def free_size_image_ops(x):
+    dy, dx = tf.image.image_gradients(x)
+    blur = np.full((3, 3, 3, 1), 1 / 9, np.float32)
+    return {
+        "gradient": tf.sqrt(dy * dy + dx * dx),
+        "padded": tf.image.resize_with_pad(x, 64, 64),
+        "cropped": tf.image.resize_with_crop_or_pad(x, 120, 90),
+        "dilated": tf.nn.depthwise_conv2d(x, blur, [1, 1, 1, 1], "SAME", dilations=[3, 3]),
+    }
+
+
+def test_free_size_image_ops_compile_per_size_and_match_tf(photos):
+    """image_gradients, resize_with_pad, resize_with_crop_or_pad and a dilated depthwise
+    convolution with height and width free: the cpu's generic compile refuses them, and so
+    did every size's own compile, because tf.shape(x) unstacked is a Split of the Shape that
+    onnxscript's constant folding skips (several outputs), leaving the zero row's shape, the
+    pads and the resize's size to run time. Folded, each size compiles and matches TF."""
+    fn = tf.function(
+        free_size_image_ops, input_signature=[tf.TensorSpec([1, None, None, 3], tf.float32)]
+    )
+    model = gdp.compile(fn, target="cpu")
+    for shape in [(97, 131), (61, 200)]:
+        image = photo_at(photos[1], shape)[None] * 255.0
+        got = model(image)
+        for name, want in fn(image).items():
+            np.testing.assert_allclose(got[name], want.numpy(), rtol=1e-6, atol=1e-3, err_msg=name)
