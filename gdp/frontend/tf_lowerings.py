@@ -874,15 +874,60 @@ def _lower_division(e: _Emitter) -> None:
     if op == "TruncateMod":
         e.finish(r)
         return
-    wrong = e.op(
-        "And",
-        e.op("Not", e.op("Equal", r, zero)),
-        e.op("Xor", e.op("Less", r, zero), e.op("Less", b, zero)),
-    )
+    # Truncation was not the floor where r is nonzero and its sign is not b's; for a divisor
+    # of one sign (the usual constant), one comparison says so.
+    if np.all(divisor > 0):
+        wrong = e.op("Less", r, zero)
+    elif np.all(divisor < 0):
+        wrong = e.op("Greater", r, zero)
+    else:
+        wrong = e.op(
+            "And",
+            e.op("Not", e.op("Equal", r, zero)),
+            e.op("Xor", e.op("Less", r, zero), e.op("Less", b, zero)),
+        )
     if op == "FloorDiv":
         e.finish(e.op("Sub", q, e.op("Cast", wrong, to=dtype)))
     else:
         e.finish(e.op("Where", wrong, e.op("Add", r, b), r))
+
+
+def _lower_mean(e: _Emitter) -> None:
+    """Mean (tf.reduce_mean) as tf2onnx writes it, but for integers: TF sums them in 64 bits
+    (a 64-bit input wraps) and truncates the quotient toward
+    zero, so the mean of uint8 [200, 255, 250, 1] is 176. tf2onnx wrote ReduceMean in the
+    input's type: the cpu summed in uint8 and gave 48 (onnxruntime refuses the graph). An
+    empty reduction's integer mean is 0, as TF's."""
+    from tf2onnx.onnx_opset.reduction import ReduceOpBase
+
+    dtype = e.dtype(0)
+    if dtype not in _SIGNED and dtype not in _UNSIGNED:
+        e.node.type = "ReduceMean"
+        ReduceOpBase.version_13(e.ctx, e.node)
+        return
+    axes = e.const_input(1)
+    if axes is None:
+        raise e.refuse("gdp lowers an integer mean over constant axes only")
+    shape = e.shape(0)
+    rank = len(shape) if shape is not None else None
+    axes = [int(a) for a in np.asarray(axes).reshape(-1)]
+    if rank is None and any(a < 0 for a in axes):
+        raise e.refuse("an integer mean over negative axes of an input of unknown rank")
+    axes = sorted({a + rank if a < 0 else a for a in axes}) if rank is not None else axes
+    # int64 holds any sum of up to 2**31 values of 32 bits (onnxruntime has no uint64 sum)
+    wide = TensorProto.UINT64 if dtype == TensorProto.UINT64 else TensorProto.INT64
+    wide_np = onnx.helper.tensor_dtype_to_np_dtype(wide)
+    keep = int(bool(e.attr("keep_dims", False)))
+    x = e.op("Cast", e.inputs[0], to=wide)
+    total = e.op("ReduceSum", x, e.const(axes, np.int64), keepdims=keep)
+    extents = [shape[a] for a in axes] if shape is not None else [-1]
+    if all(n >= 0 for n in extents):
+        count = e.const(max(int(np.prod(extents)), 1), wide_np)
+    else:  # a free extent: the count at run time (a constant once compiled per shape)
+        sizes = e.op("Gather", e.op("Shape", e.inputs[0]), e.const(axes, np.int64))
+        count = e.op("Cast", e.op("ReduceProd", sizes, keepdims=0), to=wide)
+        count = e.op("Max", count, e.const(1, wide_np))
+    e.finish(e.op("Cast", e.op("Div", total, count), to=dtype))
 
 
 def _patch_axis(size: int, k: int, stride: int, rate: int, same: bool) -> tuple[int, int, int]:
@@ -952,4 +997,5 @@ LOWERINGS: dict[str, Callable[[_Emitter], None]] = {
     "FloorDiv": _lower_division,
     "FloorMod": _lower_division,
     "TruncateMod": _lower_division,
+    "Mean": _lower_mean,
 }

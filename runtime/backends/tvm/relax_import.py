@@ -11,6 +11,8 @@ import io
 
 import numpy as np
 import onnx
+import onnx.numpy_helper
+import onnx.shape_inference
 import tvm
 import tvm_ffi
 from tvm import relax
@@ -94,6 +96,55 @@ def check_importable(model: onnx.ModelProto) -> None:
         if node.op_type not in convertible:
             raise UnsupportedOpError(
                 node.op_type, node.name, "TVM's Relax ONNX importer has no converter for it"
+            )
+    check_integer_divisors(model)
+
+
+_INTEGERS = {
+    onnx.TensorProto.INT8,
+    onnx.TensorProto.INT16,
+    onnx.TensorProto.INT32,
+    onnx.TensorProto.INT64,
+    onnx.TensorProto.UINT8,
+    onnx.TensorProto.UINT16,
+    onnx.TensorProto.UINT32,
+    onnx.TensorProto.UINT64,
+}
+
+
+def check_integer_divisors(model: onnx.ModelProto) -> None:
+    """Refuse an integer Div or Mod whose divisor is not a constant without zeros.
+
+    onnxruntime raises on an integer division by zero ("Integer division by zero"); compiled
+    code cannot raise, and the CPU's integer divide traps: the process died of SIGFPE. A
+    divisor known only at run time is refused (UnsupportedOpError): a graph whose divisor
+    comes from a free input extent then compiles per shape, where the extent is a constant."""
+    nodes = [n for n in model.graph.node if n.op_type in ("Div", "Mod") and len(n.input) > 1]
+    if not nodes:
+        return
+    constants = {t.name: t for t in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+            constants[node.output[0]] = node.attribute[0].t
+    types = {t.name: t.data_type for t in model.graph.initializer}
+    inferred = onnx.shape_inference.infer_shapes(model)
+    for value in (*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output):
+        types[value.name] = value.type.tensor_type.elem_type
+    for node in nodes:
+        divisor = node.input[1]
+        if types.get(divisor, types.get(node.input[0])) not in _INTEGERS:
+            continue
+        if divisor not in constants:
+            raise UnsupportedOpError(
+                node.op_type,
+                node.name,
+                "an integer division by a divisor known only at run time: onnxruntime raises"
+                " on a zero divisor, which compiled code cannot (the CPU's divide traps); gdp"
+                " compiles integer division by constants",
+            )
+        if np.any(onnx.numpy_helper.to_array(constants[divisor]) == 0):
+            raise UnsupportedOpError(
+                node.op_type, node.name, "an integer division by a constant zero"
             )
 
 

@@ -225,3 +225,47 @@ def test_saved_model_loads_without_recompiling(photos, tmp_path):
     assert_matches_tf(loaded(photo), normalize_blur_oracle(photo))
     assert loaded.report()["cache"] == "memory"
     np.testing.assert_array_equal(loaded(photo)["chw"], first["chw"])
+
+
+def _integer_division_model(divisor_from_shape: bool) -> onnx.ModelProto:
+    """a // b in int64 (ONNX's Div truncates): b a second input, or a's run-time length."""
+    h = onnx.helper
+    a = h.make_tensor_value_info("a", onnx.TensorProto.INT64, ["n"])
+    out = h.make_tensor_value_info("q", onnx.TensorProto.INT64, ["n"])
+    if divisor_from_shape:
+        nodes = [h.make_node("Shape", ["a"], ["b"]), h.make_node("Div", ["a", "b"], ["q"])]
+        inputs = [a]
+    else:
+        nodes = [h.make_node("Div", ["a", "b"], ["q"])]
+        inputs = [a, h.make_tensor_value_info("b", onnx.TensorProto.INT64, ["n"])]
+    graph = h.make_graph(nodes, "divide", inputs, [out])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    model.ir_version = 9
+    return model
+
+
+def test_integer_division_by_a_run_time_divisor_is_refused_not_a_crash():
+    """onnxruntime raises on an integer division by zero; TVM's compiled divide traps, and
+    the process died of SIGFPE. The cpu refuses a divisor known only at run time."""
+    from tests.oracle import run_onnxruntime
+
+    model = _integer_division_model(divisor_from_shape=False)
+    a, b = np.array([7, -7, 3, 4], np.int64), np.array([2, 0, 1, 1], np.int64)
+    with pytest.raises(Exception, match="Integer division by zero"):
+        run_onnxruntime(model, {"a": a, "b": b})
+    with pytest.raises(gdp.UnsupportedOpError, match="run time") as info:
+        gdp.compile(model, target="cpu")(a, b)
+    assert info.value.op == "Div"
+
+
+def test_integer_division_by_a_free_extent_compiles_per_shape():
+    """A divisor read from a free input extent is a constant once the graph is specialised to
+    a shape: the generic compile refuses it, each shape compiles, onnxruntime's values."""
+    from tests.oracle import run_onnxruntime
+
+    model = _integer_division_model(divisor_from_shape=True)
+    compiled = gdp.compile(model, target="cpu")
+    for n in (3, 5):
+        a = np.arange(-7, -7 + 4 * n, 4, dtype=np.int64)
+        np.testing.assert_array_equal(compiled(a), run_onnxruntime(model, {"a": a})[0])
+    assert "run time" in (compiled.generic_error or "")

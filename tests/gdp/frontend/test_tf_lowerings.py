@@ -618,3 +618,34 @@ def test_free_size_image_ops_compile_per_size_and_match_tf(photos):
         got = model(image)
         for name, want in fn(image).items():
             np.testing.assert_allclose(got[name], want.numpy(), rtol=1e-6, atol=1e-3, err_msg=name)
+
+
+@pytest.mark.parametrize(
+    "target, dtype",
+    [("cpu", tf.uint8), ("cpu", tf.int8), ("cpu", tf.int32), ("reference", tf.uint16)],
+)
+@pytest.mark.parametrize("free", [False, True])
+def test_integer_means_match_tf(photos, target, dtype, free):
+    """tf.reduce_mean of an integer image: TF sums in 64 bits and truncates the quotient (the
+    mean of uint8 [200, 255, 250, 1] is 176); the cpu summed in uint8 (48) and onnxruntime
+    refused the graph. Per channel, of everything, and along channels, of a photo and of the
+    type's extremes."""
+    shape = [1, None, None, 3] if free else [1, 37, 53, 3]
+
+    @tf.function(input_signature=[tf.TensorSpec(shape, dtype)])
+    def means(x):
+        return {
+            "per_channel": tf.reduce_mean(x, axis=[1, 2]),
+            "all": tf.reduce_mean(x),
+            "channels": tf.reduce_mean(x, axis=-1, keepdims=True),
+        }
+
+    info = np.iinfo(dtype.as_numpy_dtype)
+    image = (photo_at(photos[0], (37, 53)) * 255).astype(np.int64)
+    extremes = np.where(image > 127, info.max, info.min)
+    model = gdp.compile(means, target=target)
+    for values in (image + info.min // 2, extremes):
+        x = values.clip(info.min, info.max).astype(dtype.as_numpy_dtype)[None]
+        got = model(x)
+        for name, want in means(x).items():
+            np.testing.assert_array_equal(got[name], want.numpy(), err_msg=name)

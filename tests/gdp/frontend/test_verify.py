@@ -35,12 +35,23 @@ def _cache_entries() -> set[str]:
 
 @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="q")])
 def floor_thirds(q):
-    """Floor division of negative integers: tf2onnx writes ONNX Div, which truncates toward
-    zero (-1 // 3 is -1 in TF, 0 in the converted graph). If gdp gains a lowering of FloorDiv,
-    move these tests to another conversion tf2onnx gets wrong (FloorMod of ints, today)."""
+    """Floor division of negative integers, converted by tf2onnx's own FloorDiv (the
+    `tf2onnx_floordiv` fixture): it writes ONNX Div, which truncates toward zero (-1 // 3 is
+    -1 in TF, 0 in the converted graph)."""
     return {"third": tf.math.floordiv(q - 5, 3)}
 
 
+@pytest.fixture
+def tf2onnx_floordiv(monkeypatch):
+    """A real wrong conversion to verify: gdp lowers FloorDiv itself (tf_lowerings), so these
+    tests take gdp's lowering out and let tf2onnx's truncating one convert it, as before."""
+    from gdp.frontend import tf_lowerings
+
+    lowerings = {k: v for k, v in tf_lowerings.LOWERINGS.items() if k != "FloorDiv"}
+    monkeypatch.setattr(tf_lowerings, "LOWERINGS", lowerings)
+
+
+@pytest.mark.usefixtures("tf2onnx_floordiv")
 def test_a_wrong_conversion_is_an_error_naming_the_tf_op():
     before = _cache_entries()
     with pytest.raises(gdp.VerificationError) as info:
@@ -58,6 +69,7 @@ def test_a_wrong_conversion_is_an_error_naming_the_tf_op():
     assert _cache_entries() == before
 
 
+@pytest.mark.usefixtures("tf2onnx_floordiv")
 def test_verify_false_skips_the_check():
     model = gdp.compile(floor_thirds, target="reference", verify=False)
     assert model.report()["verify"] is None
@@ -67,6 +79,7 @@ def test_verify_false_skips_the_check():
     assert not np.array_equal(model(q), floor_thirds(q)["third"].numpy())
 
 
+@pytest.mark.usefixtures("tf2onnx_floordiv")
 def test_sample_is_a_probe():
     """floor(q / 3) is right for q >= 0, which the random integer probe (0..9) holds; the
     caller's sample holds negative numbers and shows the wrong conversion."""
