@@ -88,7 +88,19 @@ def resize_by_plan(image: tf.Tensor, structure: dict, tables: dict) -> tf.Tensor
             total = term if total is None else total + term
         x = total
     if structure["kind"] == "area":
-        return _block_mean(x, image.dtype, structure["fx"], structure["fy"])
+        fx, fy = structure["fx"], structure["fy"]
+        vector = structure.get("vector", True)
+        if not structure.get("partial"):
+            return _block_mean(x, image.dtype, fx, fy, vector=vector)
+        # The pixels each block holds: its taps' weights summed.
+        rows, cols = tables["pass0"], tables["pass1"]
+        if isinstance(rows, np.ndarray):
+            count = rows[:, fy:].sum(axis=1)[:, None] * cols[:, fx:].sum(axis=1)[None, :]
+        else:
+            in_rows = sum(_column(rows, fy + k, work) for k in range(fy))
+            in_cols = sum(_column(cols, fx + k, work) for k in range(fx))
+            count = in_rows[:, None] * in_cols[None, :]
+        return _block_mean(x, image.dtype, fx, fy, count, vector)
     if not structure["weighted"]:  # nearest: the gathered pixels themselves
         return tf.cast(x, image.dtype)
     bits = structure["bits"]
@@ -148,10 +160,42 @@ def _all_ones(table, k: int) -> bool:
     return isinstance(table, np.ndarray) and bool(np.all(table[:, k] == 1))
 
 
-def _block_mean(total: tf.Tensor, dtype: tf.DType, fx: int, fy: int) -> tf.Tensor:
+def _block_mean(
+    total: tf.Tensor,
+    dtype: tf.DType,
+    fx: int,
+    fy: int,
+    count: tf.Tensor | np.ndarray | None = None,
+    vector: bool = True,
+) -> tf.Tensor:
     """INTER_AREA by integer factors: the fx x fy blocks' sums `total` to their means, rounded
-    as OpenCV rounds them."""
-    if dtype.is_integer and fx == fy == 2:  # OpenCV's 2x2 vector path: (sum + 2) >> 2
+    as OpenCV rounds them. `count`: the pixels each block holds, where the last ones run past
+    the image; OpenCV's border loop divides those in float32, (float)sum / count, half to
+    even. `vector`: a 2x2 block's mean as OpenCV's vector loop rounds it (else its scalar
+    loop's)."""
+    full = _full_block_mean(total, dtype, fx, fy, vector)
+    if count is None:
+        return full
+    total = tf.cast(total, tf.float32)
+    if isinstance(count, np.ndarray):
+        # Known counts: their inverses in float64, where the product rounds to float32 as the
+        # quotient does (for integer sums). A division by a constant tensor becomes TF's
+        # product by its reciprocal, which TF folds in float32 inexactly (1 / 2 = 0.49999997:
+        # 59 / 2 gave 29.499998, rounded to 29 where OpenCV has 30).
+        inverse = tf.constant(1.0 / count.astype(np.float64))
+        part = tf.cast(tf.cast(total, tf.float64) * inverse, tf.float32)
+        full_blocks = tf.constant(count == fx * fy)
+    else:
+        part = total / tf.cast(count, tf.float32)
+        full_blocks = count == fx * fy
+    part = tf.cast(tf.round(part) if dtype.is_integer else part, dtype)
+    return tf.where(full_blocks, full, part)
+
+
+def _full_block_mean(
+    total: tf.Tensor, dtype: tf.DType, fx: int, fy: int, vector: bool
+) -> tf.Tensor:
+    if dtype.is_integer and fx == fy == 2 and vector:  # OpenCV's 2x2 vector loop: (sum + 2) >> 2
         if dtype.is_unsigned:  # an unsigned 32-bit shift (a vector one)
             total = tf.cast(total + 2, tf.uint32)
             return tf.cast(tf.bitwise.right_shift(total, tf.constant(2, tf.uint32)), dtype)
@@ -159,7 +203,7 @@ def _block_mean(total: tf.Tensor, dtype: tf.DType, fx: int, fy: int) -> tf.Tenso
     if dtype.is_integer:  # other factors: scaled by 1/area in float, half to even
         mean = tf.cast(total, tf.float64) * (1.0 / (fx * fy))
         return tf.cast(tf.round(mean), dtype)
-    return total * tf.constant(1.0 / (fx * fy), total.dtype)
+    return tf.cast(total * tf.constant(1.0 / (fx * fy), total.dtype), dtype)
 
 
 # --- warpAffine ------------------------------------------------------------------------------

@@ -179,9 +179,10 @@ def plan(
     """cv::resize of an (h, w, channels) image of numpy dtype name `dtype` to (height, width),
     as (structure, tables). `structure` holds the program's shape: a separable resize
     ("separable", or "area" with fx, fy: an integer INTER_AREA shrink, unit taps summed then
-    scaled) with `work` (its accumulation type), `passes` in order, each (axis, taps) where
-    axis 0 is the vertical pass, `bits` (the fixed point's shift, uint8) and `weighted` (False
-    for nearest and "area": no weights). `tables` holds each pass's table `pass{axis}`, a row
+    scaled, `partial` where its last blocks run past the image, their taps there weighted 0)
+    with `work` (its accumulation type), `passes` in order, each (axis, taps) where axis 0 is
+    the vertical pass, `bits` (the fixed point's shift, uint8) and `weighted` (False for
+    nearest and a whole "area": no weights). `tables` holds each pass's table `pass{axis}`, a row
     per output pixel (height rows for axis 0, width * channels for axis 1: the column pass
     reads the (H, W*channels) flattened image, each output element gathering its own element):
     its taps' source indices, then (weighted) their weights, all in `work` (else int32). An
@@ -197,19 +198,28 @@ def plan(
             rows = np.arange(height)[:, None] * fy + np.arange(fy)[None, :]
             cols = np.arange(width)[:, None] * fx + np.arange(fx)[None, :]
             work = dtype if dtype.startswith("float") else "int32"
+            # fx, fy from the caller (resize(img, None, fx=0.5, fy=0.5) of an odd size): the
+            # last blocks may run past the image, and OpenCV takes the mean of the pixels
+            # they hold. Their taps past the edge weigh 0 (the weights' sums are the counts).
+            partial = bool(rows.max() >= h or cols.max() >= w)
             structure, tables = _separable(
                 h,
                 w,
                 channels,
-                (rows, np.ones(rows.shape)),
-                (cols, np.ones(cols.shape)),
+                (np.minimum(rows, h - 1), (rows < h).astype(np.float64)),
+                (np.minimum(cols, w - 1), (cols < w).astype(np.float64)),
                 work,
                 True,
                 None,
                 0,
-                False,
+                partial,
             )
-            return dict(structure, kind="area", fx=fx, fy=fy), tables
+            # OpenCV's 2x2 vector loop, (sum + 2) >> 2, takes 1, 3 and 4 channels; 2 take its
+            # scalar one, rounded half to even
+            vector = channels != 2
+            return dict(
+                structure, kind="area", fx=fx, fy=fy, partial=partial, vector=vector
+            ), tables
         rows = _used(*area_taps(h, height, scale_y))
         cols = _used(*area_taps(w, width, scale_x))
         return _separable(h, w, channels, rows, cols, floats, False, 1.0, 0, True)

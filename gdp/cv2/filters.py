@@ -703,8 +703,12 @@ def _derived_kernels(derive: tuple) -> dict:
 @common.accelerate("medianBlur")
 def medianBlur(src, ksize, dst=None):
     src = common.image("medianBlur", src)
-    if ksize <= 1 or ksize % 2 == 0:
-        raise common.error("medianBlur", "(ksize % 2 == 1) && (ksize > 1)")
+    if ksize < 1 or ksize % 2 == 0:  # C's ksize % 2 == 1: false for a negative ksize
+        raise common.error("medianBlur", "(ksize % 2 == 1)")
+    if ksize == 1:  # OpenCV copies the image, of any type
+        if engine.is_graph_call(src):
+            return src
+        return common.finish(np.array(src, copy=True), dst)
     dtype = common.dtype_of(src)
     # OpenCV's own limits: 8U, 16U and 32F for ksize 3 and 5, 8U only above.
     if ksize > 5 or dtype not in (np.uint8, np.uint16, np.float32):

@@ -231,8 +231,9 @@ def fuzz(seed: int, calls: int, large: bool = False) -> list[str]:
     failures = []
     for i in range(calls):
         name, args, kwargs = _call(rng, _large_image if large else _image)
+        image = args[0][0] if isinstance(args[0], list) else args[0]  # blobFromImages' list
         where = (
-            f"cv2.{name} (seed {seed} call {i}) on {args[0].dtype} {args[0].shape},"
+            f"cv2.{name} (seed {seed} call {i}) on {image.dtype} {image.shape},"
             f" {[a if np.isscalar(a) or isinstance(a, tuple) else '...' for a in args[1:]]},"
             f" {kwargs}"
         )
@@ -248,7 +249,8 @@ def fuzz(seed: int, calls: int, large: bool = False) -> list[str]:
             continue
         try:
             # a blob of a uint8 image is resized in uint8 (within 1 LSB), then scaled
-            lsb = 1.0001 * args[1] if name == "dnn.blobFromImage" else 0.0
+            scale = args[1] if len(args) > 1 else kwargs.get("scalefactor", 1.0)
+            lsb = 1.0001 * scale if name.startswith("dnn.blobFromImage") else 0.0
             _compare(_function(cv2, name)(*args, **kwargs), want, where, lsb)
         except Exception as err:
             failures.append(f"{where}: {type(err).__name__}: {str(err)[:300]}")

@@ -151,3 +151,21 @@ def test_colour_conversions_opencv_takes_beyond_its_tables(photo):
         _same(cv2.cvtColor(gray, code), real.cvtColor(gray, code))
     with pytest.raises(real.error, match="channels"):
         cv2.cvtColor(gray, real.COLOR_BGR2HSV)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float64])
+def test_a_median_of_one_pixel_is_a_copy_and_even_or_negative_sizes_are_errors(photo, dtype):
+    """medianBlur(img, 1) is OpenCV's copy of any image; gdp refused it with an error, which
+    only OpenCV's answer rescued (the styles fuzz). An even or negative ksize is an error in
+    both."""
+    image = np.dstack([photo, photo[..., :1]]).astype(dtype)  # 4 channels
+    rescued = sum(common.RESCUED.values())
+    got = cv2.medianBlur(image, 1)
+    _same(got, real.medianBlur(image, 1))
+    assert got is not image and not np.shares_memory(got, image)
+    assert sum(common.RESCUED.values()) == rescued
+    for ksize in (0, 2, -1, -3):
+        with pytest.raises(real.error):
+            real.medianBlur(image, ksize)
+        with pytest.raises(real.error):
+            cv2.medianBlur(image, ksize)

@@ -160,3 +160,47 @@ def test_16_bit_resize_is_within_one_of_opencv_with_ipp_and_without(use_ipp):
             got = cv2.resize(x, (211, 397), interpolation=interpolation).astype(np.int32)
             want = real.resize(x, (211, 397), interpolation=interpolation)
             assert np.abs(got - want).max() <= 1, (dtype, interpolation)
+
+
+@pytest.mark.parametrize(
+    "dtype, channels",
+    [(np.uint8, 3), (np.uint8, 1), (np.uint16, 4), (np.int16, 2), (np.float32, 3)],
+)
+@pytest.mark.parametrize(
+    "fx, fy, interpolation",
+    [(0.5, 0.5, LINEAR), (0.5, 0.5, AREA), (1 / 3, 0.25, AREA), (0.25, 1.0, AREA)],
+    ids=["halve-linear", "halve-area", "third-quarter", "quarter-columns"],
+)
+def test_resize_by_fx_fy_of_an_odd_size_averages_the_last_partial_blocks(
+    dtype, channels, fx, fy, interpolation
+):
+    """resize(img, None, fx=0.5, fy=0.5), the common idiom, of a photo of odd size: OpenCV's
+    integer area path (LINEAR halving takes it too) rounds the size up and averages the last,
+    partial blocks over the pixels they hold ((float)sum / count). gdp gathered past the image
+    and raised ExecutionError. Bit for bit, eager and in a chain, at sizes whose remainders are
+    0 to 3. (A 16-bit LINEAR halving is IPP's bilinear in OpenCV, which rounds otherwise: within
+    1, as test_16_bit_resize_is_within_one_of_opencv_with_ipp_and_without holds.)"""
+    lsb = 1 if interpolation == LINEAR and dtype in (np.uint16, np.int16) else 0
+    photo = _photo(4 if channels == 2 else channels)
+    photo = photo[..., :2] if channels == 2 else photo
+    rng = np.random.default_rng(7)
+    for h, w in [(95, 131), (98, 129), (7, 3)]:
+        image = photo[:h, :w].astype(dtype)
+        if dtype == np.int16:
+            image = (image.astype(np.int32) * 200 - 25000).astype(np.int16)
+        if dtype == np.float32:
+            image = image * np.float32(1 / 255) + rng.random(image.shape, dtype=np.float32)
+        want = real.resize(image, None, fx=fx, fy=fy, interpolation=interpolation)
+        got = cv2.resize(image, None, fx=fx, fy=fy, interpolation=interpolation)
+        if dtype == np.float32:
+            np.testing.assert_allclose(got, want, rtol=1e-6, err_msg=f"{h}x{w}")
+        else:
+            np.testing.assert_allclose(got, want, rtol=0, atol=lsb, err_msg=f"{h}x{w}")
+
+    @cv2.chain(choose=False)
+    def halved(x):
+        return cv2.resize(x, None, fx=fx, fy=fy, interpolation=interpolation)
+
+    image = photo[:95, :131].astype(dtype)
+    want = real.resize(image, None, fx=fx, fy=fy, interpolation=interpolation)
+    np.testing.assert_allclose(halved(image), want, rtol=1e-6, atol=lsb)
