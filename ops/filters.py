@@ -196,8 +196,9 @@ def morphology(
     ay = anchor[1] if anchor[1] >= 0 else kh // 2
     if border_value is None and (border & ~B.BORDER_ISOLATED) == B.BORDER_CONSTANT:
         dtype = image.dtype
-        if dtype.is_floating:
-            extreme = -np.inf if dilate else np.inf
+        if dtype.is_floating:  # OpenCV's FLT_MAX (DBL_MAX), not an infinity
+            largest = float(np.finfo(dtype.as_numpy_dtype).max)
+            extreme = -largest if dilate else largest
         else:
             extreme = dtype.min if dilate else dtype.max
         border_value = [extreme] * 4

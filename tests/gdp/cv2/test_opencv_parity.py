@@ -169,3 +169,17 @@ def test_a_median_of_one_pixel_is_a_copy_and_even_or_negative_sizes_are_errors(p
             real.medianBlur(image, ksize)
         with pytest.raises(real.error):
             cv2.medianBlur(image, ksize)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("morph", ["erode", "dilate"])
+def test_a_window_wholly_outside_takes_opencvs_finite_border_value(photo, dtype, morph):
+    """A cross kernel anchored at (0, 0): the bottom-right pixel's taps all lie outside the
+    image, so its value is the default border's, which OpenCV makes -FLT_MAX (-DBL_MAX) for
+    a float dilate and FLT_MAX (DBL_MAX) for an erode; gdp padded with an infinity."""
+    image = photo.astype(dtype)
+    cross = real.getStructuringElement(real.MORPH_CROSS, (3, 3))
+    got = getattr(cv2, morph)(image, cross, anchor=(0, 0))
+    want = getattr(real, morph)(image, cross, anchor=(0, 0))
+    assert np.isfinite(want).all()
+    _same(got, want)
