@@ -241,7 +241,9 @@ def _gather_axis(x: tf.Tensor, axis: int, before: int, after: int, border: int, 
         index = tf.where(i < 0, -1 - i, i)
         index = tf.where(index >= n, 2 * n - 1 - index, index)
     elif border == BORDER_WRAP:  # x[L-k] .. x[L-1] | x | x[0] .. x[k-1]
-        index = tf.math.floormod(i, n)
+        # one wrap, by compares: a floor mod by the run-time n is an integer division gdp
+        # refuses (its divisor could be zero, where TF raises)
+        index = tf.where(i < 0, i + n, tf.where(i >= n, i - n, i))
     else:  # BORDER_REFLECT_101: x[k] .. x[1] | x | x[L-2] .. x[L-1-k]
         index = tf.abs(i)
         index = tf.where(index >= n, 2 * n - 2 - index, index)

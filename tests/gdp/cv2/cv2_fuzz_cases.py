@@ -172,7 +172,210 @@ def _call(rng: np.random.Generator, image=_image):
             {"swapRB": bool(rng.integers(2)), "crop": bool(rng.integers(2))},
         ),
     ]
+    choices += _styled_calls(rng, x, k, border)
     return choices[rng.integers(len(choices))]
+
+
+# Call styles as OpenCV's documentation and tutorials write them: keyword forms, fx/fy, masks,
+# ddepth, anchors, more colour codes and interpolations (found resize's partial area blocks, a
+# float morphology's infinite border, medianBlur(img, 1)).
+STYLE_CODES = [
+    real.COLOR_BGR2YCrCb,
+    real.COLOR_YCrCb2BGR,
+    real.COLOR_BGR2Lab,
+    real.COLOR_Lab2BGR,
+    real.COLOR_BGR2YUV,
+    real.COLOR_YUV2BGR,
+    real.COLOR_BGR2BGRA,
+    real.COLOR_GRAY2BGRA,
+    real.COLOR_RGBA2GRAY,
+    real.COLOR_BGR2HLS,
+    real.COLOR_HSV2BGR,
+    real.COLOR_BGR2XYZ,
+    real.COLOR_BGR2HSV_FULL,
+    real.COLOR_RGB2HSV,
+    real.COLOR_BGRA2RGBA,
+    real.COLOR_BGR2Luv,
+    real.COLOR_YUV2BGR_NV12,
+    real.COLOR_BGR2YUV_I420,
+]
+
+
+def _styled_calls(rng: np.random.Generator, x: np.ndarray, k: int, border: int) -> list:
+    mask = (rng.random(x.shape[:2]) > 0.5).astype(np.uint8)
+    return [
+        (
+            "resize",
+            (x, None),
+            {
+                "fx": float(rng.choice([0.5, 0.3, 1.7, 2.0, 0.25])),
+                "fy": float(rng.choice([0.5, 0.3, 1.7, 2.0, 0.25])),
+                "interpolation": int(rng.choice([0, 1, 2, 3, 4, 5, 6])),
+            },
+        ),
+        ("resize", (x, (0, 0)), {"fx": 0.5, "fy": 0.5, "interpolation": int(rng.choice([1, 3]))}),
+        (
+            "resize",
+            (x, (int(rng.integers(1, 90)), int(rng.integers(1, 90)))),
+            {"interpolation": int(rng.choice([4, 5, 6, 7]))},
+        ),
+        (
+            "GaussianBlur",
+            (x, (0, 0)),
+            {
+                "sigmaX": float(rng.choice([0.5, 1.0, 2.0, 3.3])),
+                "sigmaY": float(rng.choice([0, 1.2])),
+                "borderType": border,
+            },
+        ),
+        ("GaussianBlur", (x, (k, k), 0), {"sigmaY": 0}),
+        ("cvtColor", (x, int(rng.choice(STYLE_CODES))), {}),
+        ("cvtColor", (x, real.COLOR_BGR2RGB), {"dstCn": int(rng.choice([0, 3, 4]))}),
+        (
+            "normalize",
+            (x, None),
+            {
+                "alpha": float(rng.choice([1, 255, 100])),
+                "beta": 0.0,
+                "norm_type": int(
+                    rng.choice([real.NORM_L2, real.NORM_INF, real.NORM_L1, real.NORM_MINMAX])
+                ),
+                "dtype": int(rng.choice([-1, real.CV_32F, real.CV_8U])),
+            },
+        ),
+        ("normalize", (x, None, 0, 1, real.NORM_MINMAX, real.CV_32F), {}),
+        ("normalize", (x, None, 0, 255, real.NORM_MINMAX), {"mask": mask}),
+        (
+            "Canny",
+            (x, 50.0, 150.0),
+            {"apertureSize": int(rng.choice([3, 5, 7])), "L2gradient": bool(rng.integers(2))},
+        ),
+        (
+            "warpAffine",
+            (x, _affine(rng), (int(rng.integers(1, 90)), int(rng.integers(1, 90)))),
+            {
+                "flags": int(rng.choice([0, 1, 2, 3]))
+                | int(rng.choice([0, real.WARP_INVERSE_MAP])),
+                "borderMode": int(rng.choice([0, 1, 2, 3, 4])),
+                "borderValue": (int(rng.integers(0, 255)), 3, 200, 7),
+            },
+        ),
+        (
+            "addWeighted",
+            (x, 0.7, x[::-1].copy(), 0.4, 1.5),
+            {"dtype": int(rng.choice([-1, real.CV_32F, real.CV_8U, real.CV_16S]))},
+        ),
+        ("minMaxLoc", (x,), {"mask": mask}),
+        ("mean", (x,), {"mask": mask}),
+        ("meanStdDev", (x,), {"mask": mask}),
+        ("medianBlur", (x, int(rng.choice([7, 9, 1]))), {}),
+        (
+            "dnn.blobFromImage",
+            (x,),
+            {
+                "scalefactor": float(rng.choice([1.0, 1 / 127.5])),
+                "size": (int(rng.integers(1, 50)), int(rng.integers(1, 50))),
+                "mean": (104.0, 117.0, 123.0),
+                "swapRB": bool(rng.integers(2)),
+                "crop": bool(rng.integers(2)),
+                "ddepth": int(rng.choice([real.CV_32F, real.CV_8U])),
+            },
+        ),
+        ("dnn.blobFromImages", ([x, x[::-1].copy()], 1 / 255, (24, 32)), {"swapRB": True}),
+        (
+            "Sobel",
+            (x, real.CV_32F, int(rng.integers(0, 3)), 1),
+            {
+                "ksize": int(rng.choice([-1, 1, 3, 5, 7])),
+                "scale": float(rng.choice([1, 0.5, 2])),
+                "delta": float(rng.choice([0, 10])),
+                "borderType": border,
+            },
+        ),
+        (
+            "Laplacian",
+            (x, real.CV_32F),
+            {"ksize": int(rng.choice([1, 3, 5])), "scale": 2.0, "delta": 1.0},
+        ),
+        (
+            "filter2D",
+            (
+                x,
+                int(rng.choice([-1, real.CV_32F, real.CV_16S])),
+                rng.normal(size=(k, _odd(rng))).astype(np.float32),
+            ),
+            {"anchor": (-1, -1), "delta": float(rng.choice([0, 5])), "borderType": border},
+        ),
+        (
+            "erode",
+            (x, real.getStructuringElement(int(rng.integers(0, 3)), (k, _odd(rng)))),
+            {
+                "iterations": int(rng.integers(1, 4)),
+                "borderType": int(rng.choice([0, 1, 4])),
+                "borderValue": 7,
+            },
+        ),
+        (
+            "dilate",
+            (x, real.getStructuringElement(int(rng.integers(0, 3)), (k, k))),
+            {"anchor": (0, 0)},
+        ),
+        (
+            "boxFilter",
+            (x, int(rng.choice([-1, real.CV_32F])), (k, _odd(rng))),
+            {"anchor": (-1, -1), "normalize": bool(rng.integers(2)), "borderType": border},
+        ),
+        ("LUT", (x, rng.integers(0, 256, (256, 1, 3)).astype(np.uint8)), {}),
+        ("LUT", (x, rng.random(256).astype(np.float32)), {}),
+        (
+            "copyMakeBorder",
+            (
+                x,
+                int(rng.integers(0, 9)),
+                int(rng.integers(0, 9)),
+                int(rng.integers(0, 9)),
+                int(rng.integers(0, 9)),
+                int(rng.choice([0, 1, 2, 3, 4])),
+            ),
+            {"value": (int(rng.integers(0, 255)), 2, 3, 4)},
+        ),
+        (
+            "threshold",
+            (
+                x,
+                0,
+                255,
+                int(rng.choice([0, 1]) | rng.choice([real.THRESH_OTSU, real.THRESH_TRIANGLE])),
+            ),
+            {},
+        ),
+        (
+            "threshold",
+            (x, float(rng.uniform(-10, 300)), float(rng.uniform(0, 300)), int(rng.integers(0, 5))),
+            {},
+        ),
+        ("convertScaleAbs", (x, None, float(rng.uniform(-3, 3)), float(rng.uniform(-50, 50))), {}),
+        ("flip", (x, int(rng.choice([-1, 0, 1]))), {"dst": None}),
+        (
+            "morphologyEx",
+            (
+                x,
+                int(rng.integers(0, 8)),
+                real.getStructuringElement(int(rng.integers(0, 3)), (k, k)),
+            ),
+            {"iterations": int(rng.integers(1, 3))},
+        ),
+        ("sepFilter2D", (x, -1, _taps(rng), _taps(rng)), {"delta": 3.0, "anchor": (-1, -1)}),
+        ("equalizeHist", (x,), {}),
+        ("countNonZero", (x,), {}),
+        ("transpose", (x,), {}),
+        ("rotate", (x, int(rng.integers(0, 3))), {}),
+        (
+            "Scharr",
+            (x, int(rng.choice([-1, real.CV_32F, real.CV_16S])), int(rng.integers(0, 2)), 1),
+            {"scale": 0.5, "delta": 2.0, "borderType": border},
+        ),
+    ]
 
 
 def _affine(rng) -> np.ndarray:

@@ -1,9 +1,12 @@
 """A fuzz of gdp.cv2 against OpenCV (cv2_fuzz_cases.py): random calls of the accelerated
 functions, valid and invalid, made on both; each seed's calls run in a child process, so a
-crash is this test's failure. Fixed seeds: two here, six more under `-m slow`.
+crash is this test's failure. Fixed seeds: two here, six more and four of large views under
+`-m slow`.
 
-Regressions found by it (each with its own test in test_opencv_parity.py): uint8 blur's
-rounding, depth pairs OpenCV refuses, cvtColor of channel counts OpenCV takes (slow seeds 2, 6)."""
+Regressions found by it (each with its own test in test_opencv_parity.py or test_resize.py):
+uint8 blur's rounding, depth pairs OpenCV refuses, cvtColor of channel counts OpenCV takes
+(slow seeds 2, 6); resize's IPP source positions (large views); resize by fx=0.5 of odd sizes,
+a float morphology's infinite border, medianBlur(img, 1) (call styles)."""
 
 from __future__ import annotations
 
