@@ -894,10 +894,10 @@ def _lower_division(e: _Emitter) -> None:
 
 def _lower_mean(e: _Emitter) -> None:
     """Mean (tf.reduce_mean) as tf2onnx writes it, but for integers: TF sums them in 64 bits
-    (a 64-bit input wraps) and truncates the quotient toward
-    zero, so the mean of uint8 [200, 255, 250, 1] is 176. tf2onnx wrote ReduceMean in the
-    input's type: the cpu summed in uint8 and gave 48 (onnxruntime refuses the graph). An
-    empty reduction's integer mean is 0, as TF's."""
+    (a 64-bit input wraps) and truncates the quotient toward zero, so the mean of uint8
+    [200, 255, 250, 1] is 176. tf2onnx wrote ReduceMean in the input's type: the cpu summed in
+    uint8 and gave 48 (onnxruntime refuses the graph). An empty reduction's integer mean is 0,
+    as TF's; no axes (axis=[]) reduce nothing, as TF's."""
     from tf2onnx.onnx_opset.reduction import ReduceOpBase
 
     dtype = e.dtype(0)
@@ -919,7 +919,7 @@ def _lower_mean(e: _Emitter) -> None:
     wide_np = onnx.helper.tensor_dtype_to_np_dtype(wide)
     keep = int(bool(e.attr("keep_dims", False)))
     x = e.op("Cast", e.inputs[0], to=wide)
-    total = e.op("ReduceSum", x, e.const(axes, np.int64), keepdims=keep)
+    total = e.op("ReduceSum", x, e.const(axes, np.int64), keepdims=keep, noop_with_empty_axes=1)
     extents = [shape[a] for a in axes] if shape is not None else [-1]
     if all(n >= 0 for n in extents):
         count = e.const(max(int(np.prod(extents)), 1), wide_np)
