@@ -402,16 +402,16 @@ def _function(module, name: str):
 _WITHIN_ONE = ("cv2.resize",)
 
 
-def _compare(got, want, where: str, lsb: float = 0.0):
+def _compare(got, want, where: str, lsb: float = 0.0, within_one: bool = False):
     if isinstance(want, tuple | list):
         assert isinstance(got, tuple | list) and len(got) == len(want), where
         for g, w in zip(got, want, strict=True):
-            _compare(g, w, where, lsb)
+            _compare(g, w, where, lsb, within_one)
         return
     if isinstance(want, np.ndarray):
         assert isinstance(got, np.ndarray), where
         assert (got.shape, got.dtype) == (want.shape, want.dtype), where
-        if want.dtype == np.uint8 and not where.startswith(_WITHIN_ONE):
+        if want.dtype == np.uint8 and not (where.startswith(_WITHIN_ONE) or within_one):
             np.testing.assert_array_equal(got, want, err_msg=where)
         elif np.issubdtype(want.dtype, np.integer):
             # OpenCV computes 16- and 32-bit results in float: its rounding is not bit-exact
@@ -454,7 +454,11 @@ def fuzz(seed: int, calls: int, large: bool = False) -> list[str]:
             # a blob of a uint8 image is resized in uint8 (within 1 LSB), then scaled
             scale = args[1] if len(args) > 1 else kwargs.get("scalefactor", 1.0)
             lsb = 1.0001 * scale if name.startswith("dnn.blobFromImage") else 0.0
-            _compare(_function(cv2, name)(*args, **kwargs), want, where, lsb)
+            # A float kernel's delta: OpenCV's column pass starts its float32 sum from it
+            # (k0 * x0 + delta, then the other taps), gdp adds it last; where the sum lies at a
+            # half, the two round apart (1 of 733824 pixels of a large-view seed)
+            delta = name in ("sepFilter2D", "filter2D") and kwargs.get("delta", 0) != 0
+            _compare(_function(cv2, name)(*args, **kwargs), want, where, lsb, delta)
         except Exception as err:
             failures.append(f"{where}: {type(err).__name__}: {str(err)[:300]}")
         if sum(common.RESCUED.values()) > rescued:
