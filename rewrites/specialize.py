@@ -118,6 +118,7 @@ def _fold_constant_splits_pass():
     class FoldConstantSplits(ir.passes.InPlacePass):
         def call(self, model: ir.Model) -> ir.passes.PassResult:
             modified = False
+            outputs = set(model.graph.outputs)
             for node in list(model.graph):
                 if node.op_type != "Split" or node.domain not in ("", "ai.onnx"):
                     continue
@@ -128,7 +129,6 @@ def _fold_constant_splits_pass():
                 axis = node.attributes.get_int("axis", 0)
                 axis = axis + array.ndim if axis < 0 else axis
                 sizes = _split_sizes(node, array.shape[axis])
-                outputs = set(model.graph.outputs)
                 if (
                     sizes is None
                     or len(sizes) != len(node.outputs)

@@ -832,12 +832,7 @@ def _lower_division(e: _Emitter) -> None:
             r = e.op("Mod", a, b, fmod=1)
             if op == "FloorMod":  # fmod's sign is a's; TF's floor mod takes b's
                 zero = e.const(0, onnx.helper.tensor_dtype_to_np_dtype(dtype))
-                wrong = e.op(
-                    "And",
-                    e.op("Not", e.op("Equal", r, zero)),
-                    e.op("Xor", e.op("Less", r, zero), e.op("Less", b, zero)),
-                )
-                r = e.op("Where", wrong, e.op("Add", r, b), r)
+                r = e.op("Where", _signs_differ(e, r, b, zero), e.op("Add", r, b), r)
             e.finish(r)
         elif op == "FloorDiv":
             e.finish(e.op("Floor", e.op("Div", a, b)))
@@ -881,15 +876,17 @@ def _lower_division(e: _Emitter) -> None:
     elif np.all(divisor < 0):
         wrong = e.op("Greater", r, zero)
     else:
-        wrong = e.op(
-            "And",
-            e.op("Not", e.op("Equal", r, zero)),
-            e.op("Xor", e.op("Less", r, zero), e.op("Less", b, zero)),
-        )
+        wrong = _signs_differ(e, r, b, zero)
     if op == "FloorDiv":
         e.finish(e.op("Sub", q, e.op("Cast", wrong, to=dtype)))
     else:
         e.finish(e.op("Where", wrong, e.op("Add", r, b), r))
+
+
+def _signs_differ(e: _Emitter, r: str, b: str, zero: str) -> str:
+    """Where a truncated remainder `r` is not the floored one: nonzero, its sign not b's."""
+    nonzero = e.op("Not", e.op("Equal", r, zero))
+    return e.op("And", nonzero, e.op("Xor", e.op("Less", r, zero), e.op("Less", b, zero)))
 
 
 def _lower_mean(e: _Emitter) -> None:
