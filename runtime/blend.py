@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from gdp.errors import InputError
+from gdp.runtime.launch import run_host_kernel
 from gdp.runtime.tir_text import describe
 from gdp.runtime.workspace import output
 
@@ -58,8 +59,6 @@ def add_weighted(a: np.ndarray, alpha: float, b: np.ndarray, beta: float, gamma:
     """a * alpha + b * beta + gamma of two uint8 arrays of one shape, as OpenCV computes it for
     uint8 (the weights rounded to float32), as a new uint8 array (or into `out`, which may be
     `a` or `b`)."""
-    from gdp.runtime.backends.tvm.kernels import run_host_kernel
-
     for name, x in (("a", a), ("b", b)):
         if not (isinstance(x, np.ndarray) and x.dtype == np.uint8):
             raise InputError(f"add_weighted: expected {name} as a uint8 array, got {describe(x)}")

@@ -35,6 +35,7 @@ import numpy as np
 from gdp.errors import InputError
 from gdp.ops.derivatives import deriv_kernel
 from gdp.runtime.hysteresis import is_level_map
+from gdp.runtime.launch import run_host_kernel
 from gdp.runtime.tir_text import columns, describe, indent, inline
 from gdp.runtime.workspace import scratch
 
@@ -354,8 +355,6 @@ def canny_levels(
     thresholds the caller divides by 16 too). A threshold below 0 is taken as -1 and one above
     the ring's type as its largest value, which changes no comparison: magnitudes lie in
     [0, 24480] (L1) or [0, 2 * 12240^2] (L2)."""
-    from gdp.runtime.backends.tvm.kernels import run_host_kernel
-
     if not (
         isinstance(image, np.ndarray)
         and image.dtype == np.uint8

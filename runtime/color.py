@@ -36,6 +36,7 @@ import numpy as np
 
 from gdp.errors import InputError
 from gdp.ops import color_tables as tables
+from gdp.runtime.launch import host_tensors, run_host_kernel
 from gdp.runtime.tir_text import describe, indent
 from gdp.runtime.workspace import output
 
@@ -400,8 +401,6 @@ def _lab_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 @functools.cache
 def _lab_tensors() -> tuple:
     """The gamma and cube-root tables as the kernel's inputs, made once."""
-    from gdp.runtime.backends.tvm.kernels import host_tensors
-
     return host_tensors(*_lab_tables()[:2])
 
 
@@ -499,8 +498,6 @@ def convert(image: np.ndarray, op: str, out: np.ndarray | None = None, **params)
     channels), as a new uint8 array (h, w) or (h, w, out channels); NV12/NV21 (h * 3 / 2, w)
     -> (h, w, 3). Written into `out` (which may be `image`) where given, except NV12/NV21 and
     HSV to BGR (row kernels: a new array)."""
-    from gdp.runtime.backends.tvm.kernels import run_host_kernel
-
     if op not in OPS:
         raise InputError(f"color.convert: expected one of {', '.join(OPS)}, got {op!r}")
     if not (isinstance(image, np.ndarray) and image.dtype == np.uint8 and image.ndim in (2, 3)):
@@ -552,8 +549,6 @@ def _nv_to_rgb(image: np.ndarray, name: str, text: str) -> np.ndarray:
 def _by_rows(image: np.ndarray, shape: tuple, name: str, text: str, tensors, scalars):
     """Run a row kernel (_ROWS_KERNEL) of `image` into a new array of `shape` (h, w, 3); rows
     narrower than a step run padded to one on the host."""
-    from gdp.runtime.backends.tvm.kernels import run_host_kernel
-
     h, w = shape[:2]
     out = np.empty(shape, np.uint8)
     if out.size == 0:
@@ -586,7 +581,5 @@ def _by_rows(image: np.ndarray, shape: tuple, name: str, text: str, tensors, sca
 def _hsv_tensors() -> tuple:
     """HSV2BGR's tables, where the CPU lacks AVX-512, as the kernel's inputs, made once: float32
     h * 6/180 and x * 1/255 of every level, as OpenCV rounds them."""
-    from gdp.runtime.backends.tvm.kernels import host_tensors
-
     levels = np.arange(256, dtype=np.float32)
     return host_tensors(levels * np.float32(6.0 / 180.0), levels * np.float32(1.0 / 255.0))

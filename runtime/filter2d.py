@@ -28,6 +28,7 @@ from typing import NamedTuple
 import numpy as np
 
 from gdp.errors import InputError
+from gdp.runtime.launch import host_tensors, run_host_kernel
 from gdp.runtime.tir_text import block_sums, columns, describe, indent
 from gdp.runtime.workspace import scratch
 
@@ -174,8 +175,6 @@ def filter2d(
     (weights rounded to float32) at `anchor` (x, y, inside the kernel), the image's border
     `border` (OpenCV's BORDER_CONSTANT, with zeros, REPLICATE, REFLECT, WRAP or REFLECT_101),
     plus `delta`, as a new array of `dst_dtype`."""
-    from gdp.runtime.backends.tvm.kernels import run_host_kernel
-
     dst = np.dtype(dst_dtype).name
     if not isinstance(image, np.ndarray) or (image.dtype.name, dst) not in TYPES:
         raise InputError(
@@ -223,7 +222,6 @@ def _plan(shape, channels, kernel_key, anchor, border, src, dst) -> _Plan:
     """The kernel, its index maps and taps for one image shape and filter (kept: a call of a
     known size builds nothing)."""
     from gdp.ops.border_index import padded_maps
-    from gdp.runtime.backends.tvm.kernels import host_tensors
 
     (kh, kw), data = kernel_key
     kernel = np.frombuffer(data, np.float32).reshape(kh, kw)

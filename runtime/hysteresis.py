@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from gdp.errors import InputError, OutputBufferError
+from gdp.runtime.launch import run_host_kernel
 from gdp.runtime.tir_text import describe, indent
 
 # The kernel. It first writes a level map into the output, 0 (no candidate), 1 (a weak
@@ -197,8 +198,6 @@ def flood_levels(levels: np.ndarray) -> np.ndarray:
     strong one; as is_level_map says, as gdp.runtime.canny.canny_levels makes it), flooded in
     place and returned. Values other than 0, 1 and 2 are not checked: the kernel stays
     memory-safe on them, but its edges are then not Canny's."""
-    from gdp.runtime.backends.tvm.kernels import run_host_kernel
-
     if not is_level_map(levels):
         raise InputError(
             "flood_levels: expected a writeable, C-contiguous, 8-byte aligned 2-D uint8 level"
@@ -232,7 +231,6 @@ def is_level_map(array, shape: tuple | None = None) -> bool:
 
 
 def _run(candidates: np.ndarray, strong: np.ndarray, out: np.ndarray) -> np.ndarray:
-    from gdp.runtime.backends.tvm.kernels import run_host_kernel
 
     stack = np.empty(2 * out.size, np.int32)
     run_host_kernel("hysteresis", SOURCE, candidates, strong, out, stack)

@@ -24,6 +24,7 @@ import functools
 import numpy as np
 
 from gdp.errors import InputError
+from gdp.runtime.launch import run_host_kernel
 from gdp.runtime.tir_text import describe
 from gdp.runtime.workspace import output
 
@@ -187,8 +188,6 @@ def _strips(size: int, most: int = MAX_STRIPS) -> int:
 def lookup(image: np.ndarray, table: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """table[image] for a uint8 array of any shape and a (256,) uint8 table, as a new array (or
     into `out`, which may be `image`)."""
-    from gdp.runtime.backends.tvm.kernels import run_host_kernel
-
     flat = _flat(image, "lookup")
     table = np.ascontiguousarray(table)
     if table.shape != (256,) or table.dtype != np.uint8:
@@ -208,8 +207,6 @@ def threshold(
     """cv2.threshold of a uint8 array of any shape, type `kind` (THRESH_BINARY .. TOZERO_INV:
     0-4), a threshold in 0-254 (a value above it is "above") and a maxval in 0-255, as a new
     array (or into `out`, which may be `image`)."""
-    from gdp.runtime.backends.tvm.kernels import run_host_kernel
-
     flat = _flat(image, "threshold")
     if kind not in _THRESHOLDS or not (0 <= thresh <= 254 and 0 <= maxval <= 255):
         raise InputError(
@@ -226,8 +223,6 @@ def threshold(
 
 def histogram(image: np.ndarray) -> np.ndarray:
     """The 256-bin histogram of a uint8 array of any shape (int64 counts)."""
-    from gdp.runtime.backends.tvm.kernels import run_host_kernel
-
     flat = _flat(image, "histogram")
     if not flat.size:
         return np.zeros(256, np.int64)

@@ -27,6 +27,7 @@ import numpy as np
 
 from gdp.errors import InputError
 from gdp.ops.sorting_network import median_window
+from gdp.runtime.launch import run_host_kernel
 from gdp.runtime.tir_text import describe, indent
 from gdp.runtime.workspace import output, scratch
 
@@ -163,8 +164,6 @@ def source(ksize: int, channels: int, dtype: str = "uint8") -> tuple[str, str]:
 def median_blur(image: np.ndarray, ksize: int, out: np.ndarray | None = None) -> np.ndarray:
     """cv2.medianBlur of an (H, W) or (H, W, C) uint8, uint16 or float32 image (C 1-4), ksize
     3 or 5, as a new array (or into `out`, which must not overlap `image`)."""
-    from gdp.runtime.backends.tvm.kernels import run_host_kernel
-
     if not (isinstance(image, np.ndarray) and image.dtype.name in DTYPES and image.ndim in (2, 3)):
         raise InputError(
             "median_blur: expected a uint8, uint16 or float32 image (h, w[, c]), got"

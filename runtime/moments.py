@@ -16,6 +16,7 @@ import functools
 import numpy as np
 
 from gdp.errors import InputError
+from gdp.runtime.launch import run_host_kernel
 from gdp.runtime.tir_text import describe
 
 # Vectors between two flushes into int64: FLUSH * 255^2 < 2^32 (the squares, uint32).
@@ -94,8 +95,6 @@ def source(channels: int) -> tuple[str, str]:
 def sums(image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(sums of values, sums of squares) per channel of an (H, W) or (H, W, C) uint8 image,
     as int64 (C,) arrays."""
-    from gdp.runtime.backends.tvm.kernels import run_host_kernel
-
     if not (isinstance(image, np.ndarray) and image.dtype == np.uint8 and image.ndim in (2, 3)):
         raise InputError(
             f"moments: expected an (H, W) or (H, W, C) uint8 image, got {describe(image)}"

@@ -19,6 +19,7 @@ import functools
 import numpy as np
 
 from gdp.errors import InputError
+from gdp.runtime.launch import run_host_kernel
 from gdp.runtime.tir_text import columns, describe, indent
 from gdp.runtime.workspace import scratch
 
@@ -239,8 +240,6 @@ def rect(
     """The erosion (or dilation) of an (H, W) or (H, W, C) uint8 image by a `height` x `width`
     rectangle whose anchor (x, y) is `anchor` (-1: the centre), each window clamped to the
     image, as a new array."""
-    from gdp.runtime.backends.tvm.kernels import run_host_kernel
-
     if not (isinstance(image, np.ndarray) and image.dtype == np.uint8 and image.ndim in (2, 3)):
         raise InputError(
             f"rect: expected an (H, W) or (H, W, C) uint8 image, got {describe(image)}"

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gdp.errors import InputError
+from gdp.runtime.launch import run_host_kernel
 from gdp.runtime.tir_text import describe
 
 # Flat offsets into the source are int32.
@@ -114,8 +115,6 @@ def plan(shape: tuple[int, ...], dtype, rows: np.ndarray, cols: np.ndarray) -> P
 def resize_nearest(image: np.ndarray, plan: Plan) -> np.ndarray:
     """The (len(rows), len(cols)) image of `image`'s pixels at the plan's rows x cols, with
     `image`'s channels and dtype, as a new array."""
-    from gdp.runtime.backends.tvm.kernels import run_host_kernel
-
     if not isinstance(image, np.ndarray) or image.shape != plan.shape or image.dtype != plan.dtype:
         raise InputError(
             f"resize_nearest: the plan is for {plan.dtype} {plan.shape}, got {describe(image)}"

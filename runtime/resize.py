@@ -32,6 +32,7 @@ import functools
 import numpy as np
 
 from gdp.errors import InputError
+from gdp.runtime.launch import host_tensors, run_host_kernel
 from gdp.runtime.lut import permutes_bytes
 from gdp.runtime.tir_text import columns, describe, indent
 from gdp.runtime.workspace import output, scratch
@@ -304,13 +305,11 @@ class Plan:
     def tables(self) -> tuple:
         """xtab, vtab, vidx and ytab as the kernel's tensors, made once (a plan is kept for
         the sizes met last: gdp.cv2.geometry.linear_plan)."""
-        from gdp.runtime.backends.tvm.kernels import host_tensors
 
         return host_tensors(self.xtab, self.vtab, self.vidx, self.ytab)
 
 
 def _run(image: np.ndarray, plan: Plan, out: np.ndarray, blob: bool, swap_rb, extra) -> None:
-    from gdp.runtime.backends.tvm.kernels import run_host_kernel
 
     permuted = plan.permutes and permutes_bytes()  # VBMI (which implies AVX-512 BW)
     name, text = source(plan.channels, blob, bool(swap_rb), permuted)

@@ -45,6 +45,7 @@ from typing import NamedTuple
 import numpy as np
 
 from gdp.errors import InputError
+from gdp.runtime.launch import host_tensors, run_host_kernel
 from gdp.runtime.tir_text import block_sums, columns, describe, indent, inline
 from gdp.runtime.workspace import output, scratch
 
@@ -454,8 +455,6 @@ def separable(
     kernel), the image's border `border` (OpenCV's BORDER_CONSTANT, with zeros, REPLICATE,
     REFLECT, WRAP or REFLECT_101), ended by `finish` (see the module), as a new array of
     FINISH[finish] (or into `out`, which must not overlap `image`)."""
-    from gdp.runtime.backends.tvm.kernels import run_host_kernel
-
     if finish not in FINISH:
         raise InputError(f"separable: finish must be one of {sorted(FINISH)}, got {finish!r}")
     source_type = np.float32 if finish in FLOAT_FINISHES else np.uint8
@@ -519,7 +518,6 @@ def _plan(shape, channels, kx, ky, anchor, border, finish) -> _Plan:
     """The kernel, its index maps and weights for one image shape and filter (kept: a call of
     a known size builds nothing)."""
     from gdp.ops.border_index import padded_maps
-    from gdp.runtime.backends.tvm.kernels import host_tensors
     from gdp.runtime.backends.tvm.llvm import pool_threads
 
     kx, ky = np.array(kx, np.float64), np.array(ky, np.float64)

@@ -27,6 +27,7 @@ import functools
 import numpy as np
 
 from gdp.errors import InputError
+from gdp.runtime.launch import run_host_kernel
 from gdp.runtime.tir_text import describe, indent, inline
 
 # OpenCV's vector block (gdp.ops.geometry.WARP_VECTOR_BLOCK): a block's pixels take the vector
@@ -355,8 +356,6 @@ def warp_affine(
     M[1,2]); `rows_x`, `rows_y`: float32 y * M[0,1] and y * M[1,1] per output row (as
     gdp.cv2.geometry computes them, OpenCV's roundings); `border_value`: float32 per channel,
     for CONSTANT."""
-    from gdp.runtime.backends.tvm.kernels import run_host_kernel
-
     if not isinstance(image, np.ndarray) or image.dtype.name not in DTYPES:
         raise InputError(
             f"warp_affine: expected a uint8, uint16 or float32 image, got {describe(image)}"

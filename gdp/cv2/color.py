@@ -10,6 +10,7 @@ import numpy as np
 from gdp.cv2 import common, engine
 
 ops_color = common.LazyModule("gdp.ops.color")
+rt_color = common.LazyModule("gdp.runtime.color")
 
 _U8, _F32 = ("uint8",), ("uint8", "float32")
 
@@ -70,10 +71,23 @@ def _hsv_simd_block() -> int:
 
 
 @functools.cache
-def _host_ops() -> frozenset:
-    from gdp.runtime.color import OPS
+def _host_codes() -> dict[int, tuple]:
+    """code -> (op, params, source channel counts, output channels) of the uint8 conversions
+    of 3 or 4 channels that gdp.runtime.color converts into a new array whole: cvtColor's
+    short path."""
+    return {
+        code: (op, params, scns, dcn)
+        for code, (op, params, scns, dcn, dtypes) in _codes().items()
+        if op in _host_ops()
+        and op not in ("nv_to_rgb", "from_hsv")
+        and 1 not in scns
+        and "uint8" in dtypes
+    }
 
-    return frozenset(OPS)
+
+@functools.cache
+def _host_ops() -> frozenset:
+    return frozenset(rt_color.OPS)
 
 
 def _channel_error(scn: int) -> _cv2.error:
@@ -86,6 +100,15 @@ def _channel_error(scn: int) -> _cv2.error:
 @common.accelerate("cvtColor")
 def cvtColor(src, code, dst=None, dstCn=0, hint=None):
     # hint: OpenCV's ALGO_HINT_*; gdp's result is its accurate one whatever the hint.
+    if dst is None and dstCn == 0 and src.__class__ is np.ndarray and src.dtype is common.UINT8:
+        # The common call (a uint8 image, no dst) of a conversion the host kernels take whole
+        # (reorder, gray, YCrCb, HSV, Lab), straight to the kernel: the general path's layers
+        # cost a 480p BGR2RGB call a fifth of its time.
+        host = _host_codes().get(code) if code.__class__ is int else None
+        if host is not None and src.ndim == 3 and src.shape[2] in host[2]:
+            op, params, _, dcn = host
+            if common.plain_image(src, out_bytes=src.size // src.shape[2] * dcn):
+                return rt_color.convert(src, op, None, **params)
     graph = engine.is_graph_call(src)
     if not graph:
         src = common.image("cvtColor", src)
@@ -119,13 +142,11 @@ def cvtColor(src, code, dst=None, dstCn=0, hint=None):
         # the host CPU's hand kernels (gdp.runtime.color): one compile for every size
         out_bytes = src.size * 2 if op == "nv_to_rgb" else src.size // scn * dcn
         if common.on_host(src, out_bytes=out_bytes):
-            from gdp.runtime.color import convert
-
             # into dst where it fits (not in place: a row's last step overlaps the one before)
             rows = (shape[0] * 2 // 3,) if op == "nv_to_rgb" else shape[:1]
             result = (*rows, shape[1], dcn) if dcn > 1 else (*rows, shape[1])
             out = common.into(dst, result, np.uint8, src)
-            return common.finish(convert(src, op, out, **params), dst)
+            return common.finish(rt_color.convert(src, op, out, **params), dst)
     # Every program is written for any image size but two, which compile per size (on the
     # cpu target only inside a chain or a graph): NV12/NV21's planes are split at 2/3 of the
     # traced height, and uint8 HSV2BGR's vector/scalar rounding split depends on the width.

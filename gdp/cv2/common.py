@@ -306,18 +306,27 @@ def is_tensor(value) -> bool:
 class LazyModule:
     """A module imported on first attribute access: gdp.ops's modules import TensorFlow, which
     `import gdp.cv2` and a call on a program already compiled (in this process or the disk
-    cache) never need; only tracing a new program touches them."""
+    cache) never need; only tracing a new program touches them. gdp.runtime's kernel modules
+    are reached so too: `import gdp.cv2` stays short, and an eager call pays no import
+    statement (about 0.5 us each).
+
+    A function or class read once is kept on this object (as `from module import name`
+    would), so later reads cost what a module's do; other values are read from the module each
+    time (a test may set a module's constant)."""
 
     def __init__(self, name: str) -> None:
         self._name = name
         self._module = None
 
-    def __getattr__(self, attr: str):
+    def __getattr__(self, attr: str):  # only for an attribute not kept yet
         if self._module is None:
             import importlib
 
             self._module = importlib.import_module(self._name)
-        return getattr(self._module, attr)
+        value = getattr(self._module, attr)
+        if callable(value):
+            setattr(self, attr, value)
+        return value
 
 
 # The hand kernels index their arrays with int32 offsets.
@@ -332,7 +341,27 @@ def on_host(*arrays, out_bytes: int = 0) -> bool:
     for a in arrays:  # a loop, not any(generator): this runs on every eager call
         if (type(a) is not np.ndarray and is_tensor(a)) or a.nbytes >= HOST_KERNEL_BYTES:
             return False
-    return out_bytes < HOST_KERNEL_BYTES and environ.default_target().name == "cpu"
+    return out_bytes < HOST_KERNEL_BYTES and on_cpu()
+
+
+UINT8 = np.dtype(np.uint8)
+
+
+def plain_image(src: np.ndarray, out_bytes: int = 0) -> bool:
+    """Whether an array is one `image` passes unchanged (non-empty, C-contiguous, HxW or HxWxC
+    with 2 to 4 channels) and the host kernels take (on_host, with an output of `out_bytes`):
+    the test of a common call's short path, which skips the general checks."""
+    return (
+        (src.ndim == 2 or (src.ndim == 3 and 2 <= src.shape[2] <= 4))
+        and src.size > 0
+        and src.flags.c_contiguous
+        and on_host(src, out_bytes=out_bytes)
+    )
+
+
+def on_cpu() -> bool:
+    """Whether eager calls run on the cpu target (gdp.runtime's hand kernels for the host)."""
+    return environ.default_target().name == "cpu"
 
 
 def tvm_target() -> bool:

@@ -9,6 +9,7 @@ import numpy as np
 from gdp.cv2 import common, engine, geometry
 
 ops_geometry = common.LazyModule("gdp.ops.geometry")
+rt_resize = common.LazyModule("gdp.runtime.resize")
 
 
 def _cover(w: int, h: int, size) -> tuple[float, int, int, int, int]:
@@ -114,8 +115,6 @@ def _blob_call(func, images, scalefactor, size, mean, swapRB, crop, ddepth):
 def _blob_on_host(images, size, crop: bool, swap_rb: bool, values: dict) -> np.ndarray:
     """The float32 blob of uint8 images by gdp.runtime.resize's kernel (OpenCV's LINEAR resize
     bit for bit, then (level - mean) * scale into the planes), for every size."""
-    from gdp.runtime.resize import blob
-
     h, w = images[0].shape[:2]
     channels = 1 if images[0].ndim == 2 else images[0].shape[2]
     width, height = size or (w, h)
@@ -127,7 +126,7 @@ def _blob_on_host(images, size, crop: bool, swap_rb: bool, values: dict) -> np.n
     plan = geometry.linear_plan(h, w, channels, width, height, scale_x, scale_y, cut)
     out = np.empty((len(images), channels, height, width), np.float32)
     for image, planes in zip(images, out, strict=True):
-        blob(image, plan, swap_rb, values["mean"], values["scale"], out=planes)
+        rt_resize.blob(image, plan, swap_rb, values["mean"], values["scale"], out=planes)
     return out
 
 

@@ -14,6 +14,12 @@ from gdp.cv2 import common, engine, kernels
 F = common.LazyModule("gdp.ops.filters")
 B = common.LazyModule("gdp.ops.border")
 ops_image = common.LazyModule("gdp.ops.image")
+rt_separable = common.LazyModule("gdp.runtime.separable")
+rt_filter2d = common.LazyModule("gdp.runtime.filter2d")
+rt_median = common.LazyModule("gdp.runtime.median")
+rt_morph = common.LazyModule("gdp.runtime.morph")
+rt_canny = common.LazyModule("gdp.runtime.canny")
+rt_hysteresis = common.LazyModule("gdp.runtime.hysteresis")
 
 # The input depths gdp filters (OpenCV takes more: those fall through to OpenCV).
 _DEPTHS = {np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.int16)}
@@ -274,10 +280,8 @@ def _separable_on_host(src, out: np.dtype) -> bool:
 
 def _separable(src, kernel_x, kernel_y, anchor, border: int, finish: str, dst, **finishing):
     """gdp.runtime.separable's filter of `src`."""
-    from gdp.runtime import separable
-
-    into = common.into(dst, src.shape, np.dtype(separable.FINISH[finish]), src)
-    out = separable.separable(
+    into = common.into(dst, src.shape, np.dtype(rt_separable.FINISH[finish]), src)
+    out = rt_separable.separable(
         src, kernel_x, kernel_y, anchor, border, finish, **finishing, out=into
     )
     return common.finish(out, dst)
@@ -526,19 +530,15 @@ def _run_linear(
 
 def _correlates_on_host(src, out: np.dtype) -> bool:
     """Whether an eager 2-D correlation runs gdp.runtime.filter2d's kernel (its TYPES)."""
-    from gdp.runtime import filter2d
-
-    return _on_host_as(src, out, filter2d.TYPES)
+    return _on_host_as(src, out, rt_filter2d.TYPES)
 
 
 def _correlate_on_host(src: np.ndarray, out: np.dtype, params: dict, dst) -> np.ndarray:
     """filter2D as OpenCV's direct filter computes it (gdp.runtime.filter2d)."""
-    from gdp.runtime import filter2d
-
     kernel = np.asarray(params["kernel_2d"], np.float64)
     kh, kw = kernel.shape
     anchor = _anchor(params["anchor"], kw, kh)
-    result = filter2d.filter2d(src, kernel, anchor, params["border"], out, params["delta"])
+    result = rt_filter2d.filter2d(src, kernel, anchor, params["border"], out, params["delta"])
     return common.finish(result, dst)
 
 
@@ -717,10 +717,8 @@ def medianBlur(src, ksize, dst=None):
         )
     if common.on_host(src):
         # gdp.runtime.median's kernel: the same network in registers, for every size
-        from gdp.runtime.median import median_blur
-
         into = common.into(dst, src.shape, src.dtype, src)
-        return common.finish(median_blur(src, int(ksize), into), dst)
+        return common.finish(rt_median.median_blur(src, int(ksize), into), dst)
     # The median of sorted columns (F.median_3x3, F.median_5x5): one program for every size
     # larger than the kernel.
     free = _fits(src, ksize, ksize)
@@ -841,11 +839,9 @@ def _morph_steps(src: np.ndarray, params: dict, dilations: list[bool]) -> np.nda
     single = dict(params, iterations=1)
     out = src
     if _rect_on_host(src, params):
-        from gdp.runtime.morph import rect
-
         kh, kw = np.asarray(params["kernel"]).shape
         for dilate in dilations:
-            out = rect(out, kh, kw, params["anchor"], dilate)
+            out = rt_morph.rect(out, kh, kw, params["anchor"], dilate)
         return out
     for dilate in dilations:
         name = "dilate" if dilate else "erode"
@@ -1034,22 +1030,20 @@ def Canny(image, threshold1, threshold2, edges=None, apertureSize=3, L2gradient=
             "graph mode: hysteresis is a serial flood fill, which gdp runs eagerly;"
             " call Canny on arrays",
         )
-    from gdp.runtime import canny, hysteresis
-
-    if image.shape[0] * image.shape[1] > hysteresis.MAX_PIXELS:
+    if image.shape[0] * image.shape[1] > rt_hysteresis.MAX_PIXELS:
         raise common.NotAccelerated(
-            f"{image.shape[0]}x{image.shape[1]} is more than the {hysteresis.MAX_PIXELS} pixels"
+            f"{image.shape[0]}x{image.shape[1]} is more than the {rt_hysteresis.MAX_PIXELS} pixels"
             " gdp's hysteresis kernel indexes"
         )
-    if (image.ndim == 2 or image.shape[2] in canny.CHANNELS) and common.on_host(image):
+    if (image.ndim == 2 or image.shape[2] in rt_canny.CHANNELS) and common.on_host(image):
         # On the cpu target: one hand TIR kernel for the host to the level map (other targets
         # run the program on their chip), flooded in place (in `edges` where it fits and is not
         # the image: the kernel's strips read rows that others have written by then).
         spare = isinstance(edges, np.ndarray) and not np.may_share_memory(edges, image)
-        levels = canny.canny_levels(
+        levels = rt_canny.canny_levels(
             image, low, high, bool(L2gradient), edges if spare else None, int(apertureSize)
         )
-        hysteresis.flood_levels(levels)
+        rt_hysteresis.flood_levels(levels)
         return levels if levels is edges else common.finish(levels, edges)
     # Other targets: one program for every gray image larger than the widest aperture; a
     # colour image's program (a reduction over the channels' stacked gradients) fails to build
@@ -1066,5 +1060,5 @@ def Canny(image, threshold1, threshold2, edges=None, apertureSize=3, L2gradient=
         and edges.flags.writeable
     ):
         # OpenCV's dst=, filled in place. The maps are the program's 0/1 casts: not checked.
-        return hysteresis.hysteresis(candidates, strong, edges, check=False)
-    return common.finish(hysteresis.hysteresis(candidates, strong, check=False), edges)
+        return rt_hysteresis.hysteresis(candidates, strong, edges, check=False)
+    return common.finish(rt_hysteresis.hysteresis(candidates, strong, check=False), edges)

@@ -11,6 +11,12 @@ from gdp.cv2 import common, engine
 
 ops_border = common.LazyModule("gdp.ops.border")
 ops_geometry = common.LazyModule("gdp.ops.geometry")
+# NumPy only (no TensorFlow): the tables of a compiled call
+resize_tables = common.LazyModule("gdp.ops.resize_tables")
+ops_scalar = common.LazyModule("gdp.ops.scalar")
+rt_nearest = common.LazyModule("gdp.runtime.nearest")
+rt_resize = common.LazyModule("gdp.runtime.resize")
+rt_warp = common.LazyModule("gdp.runtime.warp")
 
 # gdp.ops's codes are OpenCV's (not read from gdp.ops: that would import TensorFlow)
 _BORDERS = (
@@ -160,21 +166,17 @@ def resize(src, dsize, dst=None, fx=0, fy=0, interpolation=_cv2.INTER_LINEAR):
     channels = common.channels(src)
     out_bytes = width * height * src.itemsize * channels
     if method == INTER_NEAREST and common.on_host(src, out_bytes=out_bytes):
-        from gdp.runtime.nearest import resize_nearest
-
         plan = _nearest_plan(src.shape, src.dtype, width, height, scale_x, scale_y)
-        return common.finish(resize_nearest(src, plan), dst)
+        return common.finish(rt_nearest.resize_nearest(src, plan), dst)
     if (
         method == INTER_LINEAR
         and dtype == np.uint8
         and w >= 2
         and common.on_host(src, out_bytes=out_bytes)
     ):
-        from gdp.runtime.resize import resize as resize_linear
-
         plan = linear_plan(h, w, channels, width, height, scale_x, scale_y)
         into = common.into(dst, (height, width, *src.shape[2:]), np.uint8, src)
-        return common.finish(resize_linear(src, plan, into), dst)
+        return common.finish(rt_resize.resize(src, plan, into), dst)
     flat = np.ascontiguousarray(src).reshape(h, w * channels)
     # A size called often gets a program of its own (engine.sized_program), compiled in the
     # background: its tables constants that TVM folds into one kernel, 2-6x faster than the
@@ -208,9 +210,7 @@ def resize(src, dsize, dst=None, fx=0, fy=0, interpolation=_cv2.INTER_LINEAR):
 def linear_plan(h, w, channels, width, height, scale_x, scale_y, cut=None):
     """gdp.runtime.resize's plan of INTER_LINEAR on uint8 (OpenCV's tables), kept for the sizes
     met last (shared: never written)."""
-    from gdp.runtime import resize
-
-    return resize.Plan(h, w, channels, width, height, scale_x, scale_y, cut)
+    return rt_resize.Plan(h, w, channels, width, height, scale_x, scale_y, cut)
 
 
 @functools.lru_cache(maxsize=64)
@@ -218,13 +218,10 @@ def _nearest_plan(shape, dtype, width, height, scale_x, scale_y):
     """gdp.runtime.nearest's plan of INTER_NEAREST: the source row of each output row and
     column of each output column (gdp.ops.resize_tables.axis_taps), kept for the sizes met
     last."""
-    from gdp.ops import resize_tables
-    from gdp.runtime import nearest
-
     h, w = shape[:2]
     rows = resize_tables.axis_taps(h, height, scale_y, INTER_NEAREST)[0][:, 0]
     cols = resize_tables.axis_taps(w, width, scale_x, INTER_NEAREST)[0][:, 0]
-    return nearest.plan(shape, dtype, rows, cols)
+    return rt_nearest.plan(shape, dtype, rows, cols)
 
 
 @functools.lru_cache(maxsize=64)
@@ -232,8 +229,6 @@ def resize_plan(*args) -> tuple[dict, dict]:
     """gdp.ops.resize_tables.plan (NumPy only: no TensorFlow on a compiled call), kept for the
     sizes met last: a stream of one size computes its tables once. The arrays are shared:
     never written."""
-    from gdp.ops import resize_tables
-
     return resize_tables.plan(*args)
 
 
@@ -350,17 +345,14 @@ def _runs_warp_kernel(src, method: int, width: int, height: int) -> bool:
 
 def _warp_kernel(src, matrix, width, height, method, border, value) -> np.ndarray:
     """The warp by gdp.runtime.warp (the arithmetic of _warp_affine), into a new array."""
-    from gdp.ops.scalar import saturated_scalar
-    from gdp.runtime import warp
-
     values = _warp_values(matrix, height)
     coefficients = np.array([*values["mx"], *values["my"]], np.float32)
     channels = common.channels(src)
-    border_value = saturated_scalar(value, channels, src.dtype).astype(np.float32)
+    border_value = ops_scalar.saturated_scalar(value, channels, src.dtype).astype(np.float32)
     out = np.empty((height, width, *src.shape[2:]), src.dtype)
-    kernel_method = warp.NEAREST if method == INTER_NEAREST else warp.LINEAR
-    kernel_border = warp.CONSTANT if border == _cv2.BORDER_CONSTANT else warp.REPLICATE
-    return warp.warp_affine(
+    kernel_method = rt_warp.NEAREST if method == INTER_NEAREST else rt_warp.LINEAR
+    kernel_border = rt_warp.CONSTANT if border == _cv2.BORDER_CONSTANT else rt_warp.REPLICATE
+    return rt_warp.warp_affine(
         src,
         out,
         coefficients,

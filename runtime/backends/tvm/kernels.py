@@ -72,19 +72,28 @@ def host_kernel(name: str, source: str, cache: DiskCache | None = None) -> tvm.r
 
 def run_host_kernel(name: str, source: str, *args) -> None:
     """Run `host_kernel(name, source)` on this thread: numpy arrays (C-contiguous) are passed
-    by DLPack without a copy, other arguments (integers) as they are. numpy's data need not be
-    64-byte aligned (TVM's default): a kernel's buffers ask only for their element's
-    alignment. A read-only array (an input: numpy exports none by DLPack) is passed as a
-    copy."""
-    kernel = host_kernel(name, source)
+    as they are (TVM's FFI takes them by DLPack, without a copy), other arguments (integers)
+    too. numpy's data need not be 64-byte aligned (TVM's default): a kernel's buffers ask only
+    for their element's alignment. A read-only array (an input: numpy exports none by DLPack)
+    is passed as a copy. On every eager gdp.cv2 call: a wrapper per argument cost a 64x64
+    threshold a fifth of its time."""
+    hit = _loaded.get((name, source))
+    kernel = hit[1] if hit is not None else host_kernel(name, source)
     thread_pool.before_run()
-    kernel(*[_tensor(a) if isinstance(a, np.ndarray) else a for a in args])
+    try:
+        kernel(*args)
+    except BufferError:  # raised converting the arguments, before the kernel runs
+        kernel(*[_writable(a) for a in args])
+
+
+def _writable(value):
+    if isinstance(value, np.ndarray) and not value.flags.writeable:
+        return value.copy()
+    return value
 
 
 def _tensor(array: np.ndarray):
-    if not array.flags.writeable:
-        array = array.copy()
-    return tvm_ffi.from_dlpack(array, require_contiguous=True)
+    return tvm_ffi.from_dlpack(_writable(array), require_contiguous=True)
 
 
 def host_tensors(*arrays: np.ndarray) -> tuple:

@@ -173,3 +173,26 @@ def test_the_sobel_tutorial_runs_as_one_chain():
     for h, w in ((512, 512), (333, 517), (97, 131)):
         image = cv2.resize(gray, (w, h), interpolation=cv2.INTER_AREA)
         np.testing.assert_array_equal(program(image), edges(cv2, image))
+
+
+@pytest.mark.parametrize("channels", [0, 1, 2, 3, 4])
+def test_uint8_threshold_calls_as_opencv_answers_them(channels):
+    """Plain calls (a C-contiguous uint8 image, no dst) take threshold's short path, and views,
+    dst= and HxWx1 images the general one: both as OpenCV, over thresholds and maxvals out of
+    range, halves and numpy scalars."""
+    shape = (13, 70) if channels == 0 else (13, 70, channels)
+    image = np.random.default_rng(channels).integers(0, 256, shape, dtype=np.uint8)
+    read_only = image.copy()
+    read_only.flags.writeable = False
+    for thresh in (-3.5, -1, 0, 0.5, 127, np.float32(127.5), 254.5, 255, 300):
+        for maxval in (-3, 0, 127.5, 128.5, 255, 400):
+            for kind in range(5):
+                want = cv2.threshold(image, thresh, maxval, kind)
+                for src in (image, read_only, image[:, ::-1]):
+                    got = gcv2.threshold(src, thresh, maxval, kind)
+                    expected = cv2.threshold(src, thresh, maxval, kind)
+                    assert got[0] == expected[0], (thresh, maxval, kind)
+                    np.testing.assert_array_equal(got[1], expected[1], err_msg=f"{thresh}")
+                dst = np.empty_like(image)
+                assert gcv2.threshold(image, thresh, maxval, kind, dst)[1] is dst
+                np.testing.assert_array_equal(dst.reshape(want[1].shape), want[1])
