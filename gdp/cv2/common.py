@@ -247,8 +247,10 @@ def into(dst, shape: tuple, dtype, *inputs, in_place: bool = False) -> np.ndarra
     if not _fits(dst, shape) or dst.dtype != dtype:
         return None
     for a in inputs:
-        same = in_place and a.ctypes.data == dst.ctypes.data and a.nbytes == dst.nbytes
-        if not same and np.may_share_memory(dst, a):
+        # the bounds first: `.ctypes.data` costs about 0.8 us an array
+        if np.may_share_memory(dst, a) and not (
+            in_place and a.ctypes.data == dst.ctypes.data and a.nbytes == dst.nbytes
+        ):
             return None
     return dst if dst.shape == shape else dst.reshape(shape)
 
