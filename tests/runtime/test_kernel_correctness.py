@@ -247,6 +247,52 @@ def test_indices_from_argmin_and_argmax_are_bounded_by_the_reduced_extent(
         np.testing.assert_array_equal(_gdp(model, {"x": x}), _oracle(model, {"x": x}))
 
 
+# Rows whose values all equal the type's extreme (which TVM's arg-reductions start from, at
+# index -1), ties elsewhere, and one row with a single extreme value.
+_TIES = {
+    np.uint8: [[0, 0, 0, 0], [255, 255, 255, 255], [3, 7, 7, 3], [0, 0, 255, 0]],
+    np.int32: [[-(2**31)] * 4, [2**31 - 1] * 4, [5, -5, 5, -5], [1, 1, 1, 2]],
+    np.float32: [[-np.inf] * 4, [np.inf] * 4, [2.5, 2.5, -1.0, 2.5], [0.0, -0.0, 0.0, 1.0]],
+}
+_ONNX_TYPES = {np.uint8: T.UINT8, np.int32: T.INT32, np.float32: T.FLOAT}
+
+
+@pytest.mark.parametrize("dtype", list(_TIES), ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("last", [0, 1])
+def test_arg_reductions_of_ties_at_the_types_extremes_as_onnxruntime(dtype, op, last):
+    """TVM's arg-reductions gave -1 (select_last_index: 4, past the row) where every value of
+    a row was the type's extreme: the first (last) index, as onnxruntime, NumPy and TF."""
+    x = np.array(_TIES[dtype], dtype)
+    model = _model(
+        [h.make_node(op, ["x"], ["z"], axis=1, keepdims=0, select_last_index=last)],
+        [_vi("x", [4, 4], _ONNX_TYPES[dtype])],
+        [_vi("z", [4], T.INT64)],
+    )
+    want = _oracle(model, {"x": x})
+    picked = np.argmax(x, axis=1) if op == "ArgMax" else np.argmin(x, axis=1)
+    if not last:
+        np.testing.assert_array_equal(want, picked)  # the oracle agrees with NumPy
+    np.testing.assert_array_equal(_gdp(model, {"x": x}), want)
+
+
+def test_tf_argmax_of_a_photos_coarse_levels_as_tf():
+    """tf.argmax over channels of x // 64: dark pixels are all 0 in every channel."""
+    import skimage.data
+    import tensorflow as tf
+
+    image = skimage.data.astronaut()[::4, ::4]
+
+    @tf.function(input_signature=[tf.TensorSpec(image.shape, tf.uint8)])
+    def levels(x):
+        return {"max": tf.argmax(x // 64, axis=-1), "min": tf.argmin(x // 32, axis=-1)}
+
+    want = {k: v.numpy() for k, v in levels(image).items()}
+    got = gdp.compile(levels, target="cpu", verify=False)(image)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
 # -- NaN ---------------------------------------------------------------------------------------
 
 _X = np.array([[np.nan, 1, -1, np.nan, 0.5], [0, np.nan, 3, -2, np.inf]], np.float32)

@@ -535,6 +535,34 @@ class InboundSlices:
         return func
 
 
+@relax.transform.function_pass(opt_level=0, name="FirstIndexOfTies")
+class FirstIndexOfTies:
+    """argmax/argmin -> maximum(that, 0).
+
+    TVM's arg-reductions start from the index -1 with the type's extreme value, and a tie keeps
+    the lower index: where every value along the axis is that extreme (a uint8 pixel of three
+    0s under argmax, of three 255s under argmin; -inf floats), the result stayed -1, where
+    TensorFlow, NumPy and ONNX give the first index, 0. Measured on a photo: argmax of x // 64
+    over its channels was -1 at 16590 of 73861 pixels. The importer's select_last_index
+    reverses the axis around argmax, so the same clamp makes its n - 1 - index right."""
+
+    def transform_function(self, func, mod, ctx) -> relax.Function:
+        return _FirstIndexMutator(mod).visit_expr(func)
+
+
+@relax.expr_functor.mutator
+class _FirstIndexMutator(relax.PyExprMutator):
+    def visit_call_(self, call: relax.Call) -> relax.Expr:
+        call = super().visit_call_(call)
+        if isinstance(call, relax.Call) and getattr(call.op, "name", "") in (
+            "relax.argmax",
+            "relax.argmin",
+        ):
+            dtype = call.ty.dtype
+            return relax.op.maximum(self.builder_.emit(call), relax.const(0, dtype))
+        return call
+
+
 # The attribute of `main` that carries InboundSlices' assumed minimum extents.
 MIN_EXTENTS_ATTR = "gdp_min_extents"
 # The largest minimum extent InboundSlices assumes for a free dimension: a slice needing more
@@ -1144,6 +1172,7 @@ def _index_check(op: str, indices_ty, count: int, axes: list[int], source) -> tv
 # slices of run-time extents last (shape-generic models only), then the reflected pads' extents;
 # the indices' checks after all.
 IMPORT_PASSES = [
+    FirstIndexOfTies(),
     PairwiseMinMax(),
     ImplicitBroadcasts(),
     PlainFloatToInt(),
