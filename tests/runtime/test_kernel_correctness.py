@@ -293,6 +293,47 @@ def test_tf_argmax_of_a_photos_coarse_levels_as_tf():
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
 
 
+@pytest.mark.parametrize("shape", [(4, 5), (3, 1080 * 1920)], ids=["small", "split"])
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin"])
+def test_extrema_of_infinities_as_onnxruntime(op, shape):
+    """A float max (min) of values that are all -inf (+inf) is -inf (+inf), not the lowest
+    (largest) finite float TOPI started the reduction from; over a row long enough for a
+    split reduction too."""
+    sign = -1 if op == "ReduceMax" else 1
+    x = np.full(shape, sign * np.inf, np.float32)
+    x[1, 3] = 7.0  # one row with a finite extreme
+    x[2, :] = np.linspace(-5, 5, shape[1], dtype=np.float32)
+    model = _model(
+        [h.make_node(op, ["x", "axes"], ["z"], keepdims=0)],
+        [_vi("x", list(shape))],
+        [_vi("z", [shape[0]])],
+        [h.make_tensor("axes", T.INT64, [1], [1])],
+    )
+    want = _oracle(model, {"x": x})
+    assert want[0] == sign * np.inf
+    np.testing.assert_array_equal(_gdp(model, {"x": x}), want)
+
+
+def test_a_masked_max_where_nothing_is_kept_is_minus_infinity_as_tf():
+    import tensorflow as tf
+
+    @tf.function(input_signature=[tf.TensorSpec([6, 8], tf.float32)])
+    def masked(x):
+        kept = tf.where(x > 0.5, x, float("-inf"))
+        return {
+            "max": tf.reduce_max(kept, axis=1),
+            "pool": tf.nn.max_pool2d(kept[None, ..., None], 2, 2, "VALID"),
+        }
+
+    x = np.random.default_rng(6).uniform(0, 1, (6, 8)).astype(np.float32)
+    x[2] = 0.1  # nothing kept in row 2
+    x[4:] = 0.2  # nor in the last two rows: their pool windows are all -inf (TF: -FLT_MAX)
+    want = {k: v.numpy() for k, v in masked(x).items()}
+    got = gdp.compile(masked, target="cpu", verify=False)(x)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
 # -- NaN ---------------------------------------------------------------------------------------
 
 _X = np.array([[np.nan, 1, -1, np.nan, 0.5], [0, np.nan, 3, -2, np.inf]], np.float32)

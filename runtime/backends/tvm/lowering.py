@@ -47,7 +47,63 @@ def lower(
         rest.insert(at, size_classes_pass())
         mod = tvm.transform.Sequential(rest)(mod)
     mod = schedules.schedule(mod, target)
+    # After the schedules: rfactor takes a reduction whose start is TOPI's value only.
+    mod = infinite_extrema_pass()(mod)
     return finish(mod), report, direct
+
+
+def infinite_extrema_pass() -> tvm.transform.Pass:
+    """A float max (min) reduction starts from -inf (+inf), not from the type's lowest (largest)
+    finite value, which is where TOPI starts it: the max of values that are all -inf (a masked
+    max, tf.reduce_max(tf.where(mask, x, -inf)) where no value is kept) was -3.4e38 where TF,
+    NumPy and onnxruntime give -inf. Pools keep TOPI's start: TF's max_pool2d of a window of
+    -infs gives the lowest finite value too."""
+    import numpy as np
+    import tvm_ffi
+    from tvm import tirx
+    from tvm.s_tir import SBlock
+
+    def starts_at_infinity(block):
+        init, body = block.init, block.body
+        if not (
+            isinstance(init, tirx.BufferStore)
+            and isinstance(init.value, tirx.FloatImm)
+            and isinstance(body, tirx.BufferStore)
+            and body.buffer.same_as(init.buffer)
+            and block.annotations.get("schedule_rule") != "meta_schedule.pool_max"
+        ):
+            return block
+        start = init.value
+        dtype = str(start.ty.dtype)
+        if dtype not in ("float16", "float32", "float64"):
+            return block
+        finite = float(np.finfo(np.dtype(dtype)).max)
+        if start.value == -finite and isinstance(body.value, tirx.Max):
+            infinity = -np.inf
+        elif start.value == finite and isinstance(body.value, tirx.Min):
+            infinity = np.inf
+        else:
+            return block
+        store = tirx.BufferStore(init.buffer, tirx.FloatImm(dtype, infinity), init.indices)
+        return SBlock(
+            block.iter_vars,
+            block.reads,
+            block.writes,
+            block.name_hint,
+            body,
+            store,
+            block.alloc_buffers,
+            block.match_buffers,
+            block.annotations,
+        )
+
+    def transform(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        for gv, func in list(mod.functions.items()):
+            if isinstance(func, tirx.PrimFunc):
+                mod[gv] = tvm_ffi.structural_map(func, [(SBlock, starts_at_infinity)])
+        return mod
+
+    return tvm.transform.module_pass(transform, opt_level=0, name="GdpInfiniteExtrema")
 
 
 # Size classes of storage of run-time size: SIZE_CLASSES_PER_OCTAVE an octave, so a class
