@@ -57,50 +57,60 @@ def infinite_extrema_pass() -> tvm.transform.Pass:
     finite value, which is where TOPI starts it: the max of values that are all -inf (a masked
     max, tf.reduce_max(tf.where(mask, x, -inf)) where no value is kept) was -3.4e38 where TF,
     NumPy and onnxruntime give -inf. Pools keep TOPI's start: TF's max_pool2d of a window of
-    -infs gives the lowest finite value too."""
+    -infs gives the lowest finite value too.
+
+    Applied to the scheduled kernels (rfactor takes a reduction whose start is TOPI's value
+    only): every store of that finite start into a buffer that a block max- (min-) reduces
+    into, be it the block's init, a decomposed init block or an rfactor's partial buffer."""
     import numpy as np
     import tvm_ffi
     from tvm import tirx
     from tvm.s_tir import SBlock
 
-    def starts_at_infinity(block):
-        init, body = block.init, block.body
-        if not (
-            isinstance(init, tirx.BufferStore)
-            and isinstance(init.value, tirx.FloatImm)
-            and isinstance(body, tirx.BufferStore)
-            and body.buffer.same_as(init.buffer)
-            and block.annotations.get("schedule_rule") != "meta_schedule.pool_max"
-        ):
+    def reduced_into(func) -> tuple[list, list]:
+        """The buffers of `func` that blocks max- and min-reduce into (pools' left out)."""
+        found: tuple[list, list] = ([], [])
+        pools: list = []
+
+        def seen(block):
+            body = block.body
+            if isinstance(body, tirx.BufferStore) and isinstance(body.value, (tirx.Max, tirx.Min)):
+                value = body.value
+                if any(
+                    isinstance(v, tvm.ir.TensorLoad) and v.source.same_as(body.buffer)
+                    for v in (value.a, value.b)
+                ):
+                    pool = block.annotations.get("schedule_rule") == "meta_schedule.pool_max"
+                    into = pools if pool else found[isinstance(value, tirx.Min)]
+                    into.append(body.buffer)
             return block
-        start = init.value
-        dtype = str(start.ty.dtype)
-        if dtype not in ("float16", "float32", "float64"):
-            return block
-        finite = float(np.finfo(np.dtype(dtype)).max)
-        if start.value == -finite and isinstance(body.value, tirx.Max):
-            infinity = -np.inf
-        elif start.value == finite and isinstance(body.value, tirx.Min):
-            infinity = np.inf
-        else:
-            return block
-        store = tirx.BufferStore(init.buffer, tirx.FloatImm(dtype, infinity), init.indices)
-        return SBlock(
-            block.iter_vars,
-            block.reads,
-            block.writes,
-            block.name_hint,
-            body,
-            store,
-            block.alloc_buffers,
-            block.match_buffers,
-            block.annotations,
-        )
+
+        tvm_ffi.structural_map(func, [(SBlock, seen)])
+        return tuple([b for b in kind if not any(b.same_as(p) for p in pools)] for kind in found)
 
     def transform(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
         for gv, func in list(mod.functions.items()):
-            if isinstance(func, tirx.PrimFunc):
-                mod[gv] = tvm_ffi.structural_map(func, [(SBlock, starts_at_infinity)])
+            if not isinstance(func, tirx.PrimFunc):
+                continue
+            maxed, mined = reduced_into(func)
+            if not (maxed or mined):
+                continue
+
+            def start(store, maxed=maxed, mined=mined):
+                value = store.value
+                dtype = str(value.ty.dtype) if isinstance(value, tirx.FloatImm) else ""
+                if dtype not in ("float16", "float32", "float64"):
+                    return store
+                finite = float(np.finfo(np.dtype(dtype)).max)
+                if value.value == -finite and any(store.buffer.same_as(b) for b in maxed):
+                    infinity = -np.inf
+                elif value.value == finite and any(store.buffer.same_as(b) for b in mined):
+                    infinity = np.inf
+                else:
+                    return store
+                return tirx.BufferStore(store.buffer, tirx.FloatImm(dtype, infinity), store.indices)
+
+            mod[gv] = tvm_ffi.structural_map(func, [(tirx.BufferStore, start)])
         return mod
 
     return tvm.transform.module_pass(transform, opt_level=0, name="GdpInfiniteExtrema")
