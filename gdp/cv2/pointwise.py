@@ -69,8 +69,7 @@ def threshold(src, thresh, maxval, type, dst=None):
         # The common call, a uint8 image of 1 to 4 channels without dst, straight to the
         # kernel: the general path's layers cost a 480p call half its time (about 4 of 8 us).
         t, m, retval = _uint8_levels(thresh, maxval)
-        out = np.empty(src.shape, np.uint8)
-        return retval, _threshold_on_host(src, type, t, m, out)
+        return retval, _threshold_on_host(src, type, t, m, None)  # a new array
     src, graph = _src("threshold", src)
     kind = int(type) & _cv2.THRESH_MASK
     automatic = int(type) & ~_cv2.THRESH_MASK
