@@ -8,6 +8,7 @@ same."""
 from __future__ import annotations
 
 import os
+import sys
 
 _BYTES = os.environ._data if os.name == "posix" else None  # type: ignore[attr-defined]
 
@@ -39,3 +40,22 @@ def default_target():
 
         _default_target = default_target
     return _default_target()
+
+
+_encoded: dict[tuple[str, ...], tuple[bytes, ...]] = {}
+
+
+def unset(names: tuple[str, ...]) -> bool:
+    """Whether none of `names` is set and no gdp.set_target() chose a target: the usual case,
+    answered in a few dict lookups (False where that cannot be read so; ask each then). A
+    process that never imported gdp.api never called set_target."""
+    if _BYTES is None:
+        return False
+    keys = _encoded.get(names)
+    if keys is None:
+        keys = _encoded[names] = tuple(name.encode() for name in names)
+    for key in keys:
+        if key in _BYTES:
+            return False
+    api = sys.modules.get("gdp.api")
+    return api is None or api._default_target is None

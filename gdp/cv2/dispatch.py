@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from bisect import bisect_left
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,9 @@ _slower: Any = _UNSET  # _slower_classes(_table)
 
 # (size class, most pixels): size_class's loop without a multiplication per class.
 _MOST_PIXELS = tuple((name, h * w) for name, h, w in SIZE_CLASSES)
+# The classes' most pixels, ascending, for bisect: an image's class index is the first that
+# holds it (len(SIZE_CLASSES) past the largest: that counts as the largest, see _slower_classes).
+_BOUNDS = tuple(most for _, most in _MOST_PIXELS)
 
 
 def size_class(height: int, width: int) -> str:
@@ -61,10 +65,7 @@ def size_class(height: int, width: int) -> str:
 
 
 def _class_of(pixels: int) -> str:
-    for name, most in _MOST_PIXELS:
-        if pixels <= most:
-            return name
-    return _MOST_PIXELS[-1][0]
+    return _MOST_PIXELS[min(bisect_left(_BOUNDS, pixels), len(_BOUNDS) - 1)][0]
 
 
 def variant_of(name: str, args: tuple, kwargs: dict) -> int | None:
@@ -156,16 +157,20 @@ def set_dispatch(table: dict | str | Path | None = "auto") -> None:
         _slower = _UNSET if entries is _UNSET else _slower_classes(entries)
 
 
-def _slower_classes(entries: dict | None) -> dict[str, dict[int | None, frozenset[str]]]:
-    """{name: {variant value (None: none): the size classes where gdp's time is above
-    OpenCV's}}, for the keys with any: what an eager call asks of the table, looked up once per
-    call without formatting its key."""
-    out: dict[str, dict[int | None, frozenset[str]]] = {}
+def _slower_classes(entries: dict | None) -> dict[str, dict[int | None, tuple[bool, ...]]]:
+    """{name: {variant value (None: none): for each size class by index, and once more for
+    images past the largest, whether gdp's time there is above OpenCV's}}, for the keys with
+    any: what an eager call asks of the table, looked up once per call without formatting its
+    key or naming its class."""
+    out: dict[str, dict[int | None, tuple[bool, ...]]] = {}
     for key, per_class in (entries or {}).items():
-        classes = frozenset(c for c, t in per_class.items() if t["gdp_ms"] > t["opencv_ms"])
-        if classes:
+        flags = tuple(
+            cls in per_class and per_class[cls]["gdp_ms"] > per_class[cls]["opencv_ms"]
+            for cls, _, _ in SIZE_CLASSES
+        )
+        if any(flags):
             name, _, value = key.partition(":")
-            out.setdefault(name, {})[int(value) if value else None] = classes
+            out.setdefault(name, {})[int(value) if value else None] = (*flags, flags[-1])
     return out
 
 
@@ -199,27 +204,41 @@ def enabled() -> bool:
 
 def runs_opencv(name: str, args: tuple, kwargs: dict) -> bool:
     """Whether this eager call is one the table gives to OpenCV. On every accelerated call,
-    where a small image's whole call takes 6-20 us: kept to a few dict lookups (about 0.6 us)."""
+    where a small image's whole call takes 5-20 us and OpenCV's own 1-10: a few dict lookups
+    and one bisect (about 0.3 us where the table gives the call to OpenCV, and gdp's
+    switches are not set)."""
     image = args[0] if args else kwargs.get("src", kwargs.get("image"))
     # First: a call on TF tensors (graph mode) reads no table. Inside a tf.function, autograph
     # runs a converted copy of this code, whose module state is not this module's (the table
     # stayed unset, and the first call of a process failed).
-    if not isinstance(image, np.ndarray) or image.ndim < 2:
+    if not isinstance(image, np.ndarray):
         return False
     slower = _slower
     if slower is _UNSET:
         _active()
         slower = _slower
-    per_variant = slower.get(name) if slower else None
+    per_variant = slower.get(name)
     if per_variant is None:
         return False
-    classes = per_variant.get(variant_of(name, args, kwargs) if name in VARIANTS else None)
-    if classes is None:
-        return False
+    variant = VARIANTS.get(name)
+    if variant is None:
+        flags = per_variant.get(None)
+    else:  # variant_of, inline: this is the path of every call the table names
+        position, keyword, default = variant
+        value = args[position] if len(args) > position else kwargs.get(keyword, default)
+        if value is not None:
+            value = int(value) & _cv2.INTER_MAX if name == "warpAffine" else int(value)
+        flags = per_variant.get(value)
     shape = image.shape
-    if _class_of(shape[0] * shape[1]) not in classes or not enabled():
+    if flags is None or len(shape) < 2 or not flags[bisect_left(_BOUNDS, shape[0] * shape[1])]:
         return False
-    return environ.default_target().name == "cpu"  # the table times gdp's cpu kernels only
+    # The table times gdp's cpu kernels, and only where dispatch is on. No switch set and no
+    # set_target: both hold, without reading a target.
+    return environ.unset(_SWITCHES) or (enabled() and environ.default_target().name == "cpu")
+
+
+# The switches that turn dispatch off or choose another target than the cpu one.
+_SWITCHES = ("GDP_CV2_DISPATCH", "GDP_CV2_STRICT", "GDP_TARGET")
 
 
 def where(names: list[str]) -> dict[str, dict[str, str]]:

@@ -126,6 +126,38 @@ def test_strict_and_the_switch_turn_dispatch_off(opencv_calls, photo, monkeypatc
     assert opencv_calls == ["GaussianBlur"]
 
 
+def test_the_table_applies_on_the_cpu_target_only(opencv_calls, photo, monkeypatch):
+    """The table times gdp's cpu kernels: another target, by GDP_TARGET or set_target, runs
+    gdp's; a switch set to its default (GDP_CV2_DISPATCH=1) leaves dispatch on."""
+    cv2.set_dispatch(_table({"GaussianBlur": {"480p": _slower()}}))
+    monkeypatch.setenv("GDP_TARGET", "reference")
+    cv2.GaussianBlur(photo, (5, 5), 0)
+    assert opencv_calls == []
+    monkeypatch.setenv("GDP_TARGET", "cpu")
+    monkeypatch.setenv("GDP_CV2_DISPATCH", "1")
+    cv2.GaussianBlur(photo, (5, 5), 0)
+    assert opencv_calls == ["GaussianBlur"]
+    monkeypatch.delenv("GDP_TARGET")
+    monkeypatch.delenv("GDP_CV2_DISPATCH")
+    cv2.set_target("reference")
+    try:
+        cv2.GaussianBlur(photo, (5, 5), 0)
+    finally:
+        cv2.set_target(None)
+    assert opencv_calls == ["GaussianBlur"]
+    cv2.GaussianBlur(photo, (5, 5), 0)
+    assert opencv_calls == ["GaussianBlur", "GaussianBlur"]
+
+
+def test_images_past_the_largest_class_count_as_it(opencv_calls):
+    cv2.set_dispatch(_table({"threshold:0": {"4k": _slower()}}))
+    huge = np.full((2200, 4000), 7, np.uint8)
+    _, got = cv2.threshold(huge, 5, 255, real.THRESH_BINARY)
+    assert opencv_calls == ["threshold"] and got.min() == 255
+    cv2.threshold(huge[:1080, :1920], 5, 255, real.THRESH_BINARY)
+    assert opencv_calls == ["threshold"]
+
+
 def test_graph_mode_never_dispatches(opencv_calls):
     tf = pytest.importorskip("tensorflow")
     cv2.set_dispatch(_table({"GaussianBlur": {"240p": _slower()}}))
