@@ -23,6 +23,10 @@ ONNX nodes in its place. They follow TF's CPU kernels formula for formula:
   `resolve_deferred` lowers it once the graph is specialised to the signature's shapes; a
   size that stays dynamic is refused with UnsupportedOpError, never approximated.
 
+- CropAndResize (crop_and_resize_op.cc): per-box source positions in float32, then Gathers of
+  the image flattened to pixels; tf2onnx wrote a Loop over the boxes, which TVM's importer has
+  no converter for. Box indices must be constants within the batch (TF raises on others).
+
 A lowering that cannot take a node raises UnsupportedOpError; tf2onnx catches handler errors, so
 `Lowerings` records them for the front end to raise once conversion ends.
 """
@@ -976,6 +980,140 @@ def _lower_extract_patches(e: _Emitter) -> None:
     e.finish(e.op("Reshape", x, e.const([0, oh, ow, -1], np.int64)))
 
 
+def _crop_positions(e: _Emitter, lo: str, hi: str, n_out: str, n_in: str) -> tuple[str, str]:
+    """One axis of TF's CropAndResize (crop_and_resize_op.cc), in float32 like its kernel: the
+    source position of every output row of every box ([B, n_out]) and whether it lies in the
+    image. With more than one output row, lo * (n_in - 1) + i * ((hi - lo) * (n_in - 1) /
+    (n_out - 1)); with one, 0.5 * (lo + hi) * (n_in - 1). lo and hi are [B, 1]."""
+    one, zero = e.const(1.0), e.const(0.0)
+    last = e.op("Sub", e.op("Cast", n_in, to=TensorProto.FLOAT), one)
+    count = e.op("Cast", n_out, to=TensorProto.FLOAT)
+    several = e.op("Greater", count, one)
+    # One row: TF's scale is 0. The divisor is kept from 0 even there, where Where discards
+    # the quotient: TVM folds a constant division by zero into a compile error.
+    scale = e.op(
+        "Div", e.op("Mul", e.op("Sub", hi, lo), last), e.op("Max", e.op("Sub", count, one), one)
+    )
+    scale = e.op("Where", several, scale, zero)
+    at = e.op("Range", e.const(0, np.int64), n_out, e.const(1, np.int64))
+    spread = e.op(
+        "Add", e.op("Mul", lo, last), e.op("Mul", e.op("Cast", at, to=TensorProto.FLOAT), scale)
+    )
+    middle = e.op("Mul", e.op("Mul", e.op("Add", lo, hi), e.const(0.5)), last)
+    position = e.op("Where", several, spread, middle)
+    outside = e.op("Or", e.op("Less", position, zero), e.op("Greater", position, last))
+    return position, e.op("Not", outside)
+
+
+def _lower_crop_and_resize(e: _Emitter) -> None:
+    """CropAndResize as TF's CPU kernel computes it (crop_and_resize_op.cc): each box's output
+    pixel reads the image at a float32 source position per axis (_crop_positions); bilinear
+    weighs the four pixels around it (top + (bottom - top) * y_lerp of the row lerps, TF's
+    order), nearest takes roundf of each position; a position outside the image gives
+    extrapolation_value. The pixels are gathered from the image flattened to [N * H * W, C].
+    tf2onnx wrote an ONNX Loop over the boxes, which TVM's importer has no converter for.
+
+    The box indices must be a constant within the batch: TF raises on one outside it at run
+    time, which compiled code cannot (it would read another image, or outside this one)."""
+    shape, box_index = e.shape(0), e.const_input(2)
+    if box_index is None:
+        raise e.refuse(
+            "gdp takes crop_and_resize's box_indices as a constant: TF raises on an index"
+            " outside the batch at run time, which compiled code cannot; here they are computed"
+            " at run time"
+        )
+    batch = shape[0] if shape is not None and len(shape) == 4 else -1
+    box_index = box_index.astype(np.int64).reshape(-1)
+    if (
+        np.any(box_index < 0)
+        or (batch > 0 and np.any(box_index >= batch))
+        or (batch < 1 and np.any(box_index > 0))
+    ):
+        raise e.refuse(
+            f"box_indices {box_index.tolist()} are not all within the image batch of"
+            f" {batch if batch > 0 else 'unknown size'}: TF raises on that"
+        )
+    nearest = e.attr("method", "bilinear") == "nearest"
+    fill = e.const(float(e.attr("extrapolation_value", 0.0)))
+    image = e.inputs[0]
+    if e.dtype(0) != TensorProto.FLOAT:  # TF reads every pixel as float
+        image = e.op("Cast", image, to=TensorProto.FLOAT)
+    dims = e.op("Shape", image)
+    height = e.op("Gather", dims, e.const(1, np.int64), axis=0)
+    width = e.op("Gather", dims, e.const(2, np.int64), axis=0)
+    pixels = e.op(
+        "Reshape",
+        image,
+        e.op(
+            "Concat",
+            e.const([-1], np.int64),
+            e.op("Slice", dims, e.const([3], np.int64), e.const([4], np.int64)),
+            axis=0,
+        ),
+    )
+    size = e.op("Cast", e.inputs[3], to=TensorProto.INT64)
+    boxes = e.inputs[1]
+
+    def corner(k: int) -> str:  # boxes[:, k:k+1]
+        return e.op(
+            "Slice",
+            boxes,
+            e.const([k], np.int64),
+            e.const([k + 1], np.int64),
+            e.const([1], np.int64),
+        )
+
+    y, y_in = _crop_positions(
+        e, corner(0), corner(2), e.op("Gather", size, e.const(0, np.int64), axis=0), height
+    )
+    x, x_in = _crop_positions(
+        e, corner(1), corner(3), e.op("Gather", size, e.const(1, np.int64), axis=0), width
+    )
+    # [B, n] -> [B, n, 1] (rows) and [B, 1, n] (columns); the image's first row of box b is
+    # box_index[b] * H
+    first = e.op("Mul", e.const(box_index.reshape(-1, 1, 1), np.int64), height)
+
+    def index(position: str, size: str, axis: int, up: bool) -> str:
+        """Clamped integer index (floor, or ceil where up) of a [B, n] position, as [B, n, 1]
+        (axis 1) or [B, 1, n] (axis 2). Positions outside the image are clamped here only to
+        keep the gathers inside it: their values are replaced by extrapolation_value."""
+        i = e.op("Cast", e.op("Ceil" if up else "Floor", position), to=TensorProto.INT64)
+        i = e.op(
+            "Max", e.op("Min", i, e.op("Sub", size, e.const(1, np.int64))), e.const(0, np.int64)
+        )
+        return e.op("Unsqueeze", i, e.const([3 - axis], np.int64))
+
+    def gather(row: str, col: str) -> str:  # [B, h, 1] and [B, 1, w] -> [B, h, w, C]
+        flat = e.op("Add", e.op("Mul", e.op("Add", first, row), width), col)
+        return e.op("Gather", pixels, flat, axis=0)
+
+    def expand(v: str, axis: int) -> str:  # [B, n] -> [B, n, 1, 1] or [B, 1, n, 1]
+        return e.op("Unsqueeze", v, e.const([3 - axis, 3] if axis == 1 else [1, 3], np.int64))
+
+    if nearest:  # roundf: half away from zero, on positions inside the image (not negative)
+
+        def rounded(position: str) -> str:
+            down = e.op("Floor", position)
+            up = e.op("GreaterOrEqual", e.op("Sub", position, down), e.const(0.5))
+            return e.op("Add", down, e.op("Cast", up, to=TensorProto.FLOAT))
+
+        out = gather(index(rounded(y), height, 1, False), index(rounded(x), width, 2, False))
+    else:
+        top, bottom = index(y, height, 1, False), index(y, height, 1, True)
+        left, right = index(x, width, 2, False), index(x, width, 2, True)
+        y_lerp = expand(e.op("Sub", y, e.op("Floor", y)), 1)
+        x_lerp = expand(e.op("Sub", x, e.op("Floor", x)), 2)
+
+        def lerp(a: str, b: str, t: str) -> str:
+            return e.op("Add", a, e.op("Mul", e.op("Sub", b, a), t))
+
+        upper = lerp(gather(top, left), gather(top, right), x_lerp)
+        lower = lerp(gather(bottom, left), gather(bottom, right), x_lerp)
+        out = lerp(upper, lower, y_lerp)
+    inside = e.op("And", expand(y_in, 1), expand(x_in, 2))
+    e.finish(e.op("Where", inside, out, fill))
+
+
 LOWERINGS: dict[str, Callable[[_Emitter], None]] = {
     "ExtractImagePatches": _lower_extract_patches,
     "ResizeBilinear": _lower_resize_bilinear,
@@ -995,4 +1133,5 @@ LOWERINGS: dict[str, Callable[[_Emitter], None]] = {
     "FloorMod": _lower_division,
     "TruncateMod": _lower_division,
     "Mean": _lower_mean,
+    "CropAndResize": _lower_crop_and_resize,
 }

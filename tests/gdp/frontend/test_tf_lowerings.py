@@ -269,6 +269,77 @@ def test_extract_patches_match_tf(photos, target, shape, dtype, sizes, strides, 
     np.testing.assert_array_equal(got, patches(image).numpy())
 
 
+# Boxes inside, flipped (y2 < y1), reaching outside the image, of one point, the whole image,
+# and thinner than a pixel; then random ones over [-0.3, 1.3].
+CROP_BOXES = np.concatenate(
+    [
+        [[0.1, 0.2, 0.8, 0.9], [0.9, 0.8, 0.1, 0.2], [-0.2, -0.1, 1.3, 1.1]],
+        [[0.5, 0.5, 0.5, 0.5], [0.0, 0.0, 1.0, 1.0], [0.3, 0.31, 0.3001, 0.33]],
+        np.random.default_rng(0).uniform(-0.3, 1.3, (10, 4)),
+    ]
+).astype(np.float32)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize(
+    "dtype, method, crop, boxes_given",
+    [
+        (tf.uint8, "bilinear", (17, 23), False),
+        (tf.float32, "nearest", (1, 9), False),
+        (tf.float32, "bilinear", (1, 1), True),
+        (tf.uint8, "nearest", (150, 40), True),
+    ],
+)
+def test_crop_and_resize_matches_tf(photos, target, dtype, method, crop, boxes_given):
+    """tf2onnx wrote CropAndResize as an ONNX Loop over the boxes, which TVM's importer has
+    no converter for: gdp refused every tf.image.crop_and_resize. Boxes as constants and as an
+    input, crop sizes of one row or column (TF's middle of the box), positions outside the
+    image (extrapolation_value), a batch of two images."""
+    image = np.stack([photos[0][:96, :128], photos[1][:96, :128]]).astype(dtype.as_numpy_dtype)
+    indices = [i % 2 for i in range(len(CROP_BOXES))]
+    specs = [tf.TensorSpec(image.shape, dtype, name="img")]
+    if boxes_given:
+        specs.append(tf.TensorSpec(CROP_BOXES.shape, tf.float32, name="boxes"))
+
+    @tf.function(input_signature=specs)
+    def crops(img, boxes=None):  # a numpy default would be an input of TF's own signature
+        boxes = CROP_BOXES if boxes is None else boxes
+        return tf.image.crop_and_resize(
+            img, boxes, indices, crop, method=method, extrapolation_value=-3.5
+        )
+
+    args = (image, CROP_BOXES) if boxes_given else (image,)
+    want = crops(*args).numpy()
+    got = gdp.compile(crops, target=target)(*args)
+    # x86's fused multiply-add rounds a lerp once where TF rounds twice: 255 * 2e-5
+    np.testing.assert_allclose(got, want, rtol=0, atol=0 if method == "nearest" else 5e-3)
+
+
+def test_crop_and_resize_box_indices_are_checked():
+    """TF raises on a box index outside the batch at run time; compiled code cannot, so gdp
+    refuses indices it cannot check when it converts the function."""
+    boxes = CROP_BOXES[:2]
+
+    @tf.function(input_signature=[tf.TensorSpec([1, 20, 20, 3], tf.float32)])
+    def outside(img):
+        return tf.image.crop_and_resize(img, boxes, [0, 1], (5, 5))
+
+    with pytest.raises(UnsupportedOpError, match=r"box_indices \[0, 1\] are not all within"):
+        gdp.compile(outside)
+
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([2, 20, 20, 3], tf.float32),
+            tf.TensorSpec([2], tf.int32),
+        ]
+    )
+    def given(img, box_indices):
+        return tf.image.crop_and_resize(img, boxes, box_indices, (5, 5))
+
+    with pytest.raises(UnsupportedOpError, match="box_indices as a constant"):
+        gdp.compile(given)
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_keras_and_v1_resizes_match_tf(photos, target):
     """Keras' Resizing(pad_to_aspect_ratio=True) pads inside a tf.cond with a constant
