@@ -27,6 +27,9 @@ ONNX nodes in its place. They follow TF's CPU kernels formula for formula:
   the image flattened to pixels; tf2onnx wrote a Loop over the boxes, which TVM's importer has
   no converter for. Box indices must be constants within the batch (TF raises on others).
 
+- Dilation2D (dilation_ops.cc; tf.nn.erosion2d too): the taps' strided Slices plus the filter,
+  masked outside the image, and their Max; tf2onnx has no conversion for it.
+
 A lowering that cannot take a node raises UnsupportedOpError; tf2onnx catches handler errors, so
 `Lowerings` records them for the front end to raise once conversion ends.
 """
@@ -1114,6 +1117,78 @@ def _lower_crop_and_resize(e: _Emitter) -> None:
     e.finish(e.op("Where", inside, out, fill))
 
 
+def _lower_dilation2d(e: _Emitter) -> None:
+    """Dilation2D (tf.nn.dilation2d, and erosion2d, which negates around it) as TF's CPU kernel
+    computes it (dilation_ops.cc): out[b, y, x, c] is the largest input[b, y * stride + i *
+    rate - top, x * stride + j * rate - left, c] + filter[i, j, c] over the taps (i, j) that
+    fall inside the image, in the image's dtype (uint8 sums wrap, as TF's do), and the dtype's
+    lowest value where none does. One strided Slice of the padded image per tap, its filter
+    value added, the taps outside the image masked to the lowest value per row and column, and
+    an elementwise Max. tf2onnx has no conversion for it."""
+    shape, kernel = e.shape(0), e.shape(1)
+    if shape is None or len(shape) != 4 or min(shape[1:3]) < 1:
+        if e.can_defer:
+            e.defer()
+            return
+        raise e.refuse(
+            f"gdp lowers dilation2d of an image whose height and width are known when the "
+            f"function is converted; here the input's shape is {shape}: give the function a "
+            "static input shape"
+        )
+    if kernel is None or len(kernel) != 3 or min(kernel[:2]) < 1:
+        raise e.refuse(f"the filter's height and width must be known; its shape is {kernel}")
+    same = e.attr("padding") == "SAME"
+    strides, rates = list(e.attr("strides")), list(e.attr("rates"))
+    np_dtype = onnx.helper.tensor_dtype_to_np_dtype(e.dtype(0))
+    lowest = np.finfo(np_dtype).min if np_dtype.kind == "f" else np.iinfo(np_dtype).min
+    low = e.const(lowest, np_dtype)
+    axes = {}
+    for axis in (1, 2):
+        k, stride, rate = kernel[axis - 1], strides[axis], rates[axis]
+        out, before, after = _patch_axis(shape[axis], k, stride, rate, same)
+        if out == 0:
+            raise e.refuse(f"the output of dilation2d of a {shape[1]}x{shape[2]} image is empty")
+        axes[axis] = (k, stride, rate, out, before, after)
+    x = e.inputs[0]
+    pads = [axes[1][4], axes[2][4], axes[1][5], axes[2][5]]
+    if any(pads):
+        x = e.op("Pad", x, e.const([0, pads[0], pads[1], 0, 0, pads[2], pads[3], 0], np.int64), low)
+    result = None
+    for i in range(axes[1][0]):
+        for j in range(axes[2][0]):
+            starts, ends, steps, masks = [], [], [], []
+            for axis, tap in ((1, i), (2, j)):
+                k, stride, rate, out, before, _ = axes[axis]
+                starts.append(tap * rate)
+                ends.append(tap * rate + (out - 1) * stride + 1)
+                steps.append(stride)
+                at = np.arange(out) * stride + tap * rate - before
+                inside = (at >= 0) & (at < shape[axis])
+                if not inside.all():
+                    mask_shape = [1, out, 1, 1] if axis == 1 else [1, 1, out, 1]
+                    masks.append(inside.reshape(mask_shape))
+            tap_values = e.op(
+                "Slice",
+                x,
+                e.const(starts, np.int64),
+                e.const(ends, np.int64),
+                e.const([1, 2], np.int64),
+                e.const(steps, np.int64),
+            )
+            weight = e.op(
+                "Slice",
+                e.inputs[1],
+                e.const([i, j], np.int64),
+                e.const([i + 1, j + 1], np.int64),
+                e.const([0, 1], np.int64),
+            )
+            tap_values = e.op("Add", tap_values, weight)
+            for mask in masks:
+                tap_values = e.op("Where", e.const(mask, np.bool_), tap_values, low)
+            result = tap_values if result is None else e.op("Max", result, tap_values)
+    e.finish(result)
+
+
 LOWERINGS: dict[str, Callable[[_Emitter], None]] = {
     "ExtractImagePatches": _lower_extract_patches,
     "ResizeBilinear": _lower_resize_bilinear,
@@ -1134,4 +1209,5 @@ LOWERINGS: dict[str, Callable[[_Emitter], None]] = {
     "TruncateMod": _lower_division,
     "Mean": _lower_mean,
     "CropAndResize": _lower_crop_and_resize,
+    "Dilation2D": _lower_dilation2d,
 }

@@ -341,6 +341,47 @@ def test_crop_and_resize_box_indices_are_checked():
 
 
 @pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize(
+    "op, dtype, kernel, strides, rates, padding",
+    [
+        ("dilation2d", np.uint8, (3, 3), (1, 1), (1, 1), "SAME"),  # uint8 sums wrap
+        ("dilation2d", np.float32, (5, 2), (2, 3), (2, 3), "SAME"),
+        ("erosion2d", np.float32, (1, 4), (2, 3), (1, 1), "VALID"),
+        ("erosion2d", np.float32, (3, 3), (1, 1), (2, 2), "SAME"),
+    ],
+)
+def test_morphology_matches_tf(photos, target, op, dtype, kernel, strides, rates, padding):
+    """tf.nn.dilation2d and erosion2d (TF's Dilation2D, which tf2onnx has no conversion for:
+    gdp refused them), exactly as TF computes them: taps outside the image are skipped, not
+    padded, and a uint8 image's sums wrap."""
+    image = photos[0][None, :37, :45]
+    rng = np.random.default_rng(kernel[0] * 7 + kernel[1])
+    if dtype == np.uint8:
+        weights = rng.integers(0, 120, (*kernel, 3)).astype(np.uint8)
+    else:
+        image, weights = image / np.float32(255), rng.uniform(-0.5, 0.5, (*kernel, 3))
+    image, weights = image.astype(dtype), weights.astype(dtype)
+
+    @tf.function(input_signature=[tf.TensorSpec(image.shape, tf.as_dtype(dtype), name="img")])
+    def morph(img):
+        return getattr(tf.nn, op)(img, weights, [1, *strides, 1], padding, "NHWC", [1, *rates, 1])
+
+    np.testing.assert_array_equal(gdp.compile(morph, target=target)(image), morph(image).numpy())
+
+
+def test_dilation_of_windows_wholly_outside_the_image_matches_tf():
+    """A 1x1 image under a 2x2 filter of rate 3 with SAME padding: no tap of the window lands
+    in the image, and TF gives the dtype's lowest value."""
+
+    @tf.function(input_signature=[tf.TensorSpec([1, 1, 1, 3], tf.float32)])
+    def dilate(img):
+        return tf.nn.dilation2d(img, tf.ones([2, 2, 3]), [1] * 4, "SAME", "NHWC", [1, 3, 3, 1])
+
+    image = np.full((1, 1, 1, 3), 0.5, np.float32)
+    np.testing.assert_array_equal(gdp.compile(dilate)(image), dilate(image).numpy())
+
+
+@pytest.mark.parametrize("target", TARGETS)
 def test_keras_and_v1_resizes_match_tf(photos, target):
     """Keras' Resizing(pad_to_aspect_ratio=True) pads inside a tf.cond with a constant
     predicate, so TF's shape inference loses the padded image's height and width: the resize
