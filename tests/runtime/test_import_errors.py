@@ -25,3 +25,23 @@ def test_a_failed_import_prints_nothing_and_names_the_node(capfd):
     out, _ = capfd.readouterr()
     assert out == ""
     assert "Error converting operator Squeeze" in str(err.value)
+
+
+def test_an_error_without_a_message_is_named_by_where_it_was_raised():
+    """A bare `assert` in one of TVM's Python passes (its Reshape legalisation, on the graph
+    tf.math.bincount converts to) raised an AssertionError without a message, and the
+    CompileError ended in ': ' and nothing else."""
+    from gdp.runtime.backends.tvm.backend import _described
+
+    def legalize():
+        raise AssertionError  # what a bare assert raises (pytest rewrites asserts in tests)
+
+    try:
+        legalize()
+    except AssertionError as err:
+        described = _described(err)
+    assert described.startswith("AssertionError at ")
+    assert described.endswith(
+        f"test_import_errors.py:{legalize.__code__.co_firstlineno + 1} in legalize"
+    )
+    assert _described(ValueError("bad shape")) == "bad shape"

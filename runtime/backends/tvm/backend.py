@@ -28,6 +28,7 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import traceback
 from abc import abstractmethod
 from pathlib import Path
 from types import ModuleType
@@ -202,7 +203,9 @@ class TvmBackend(Backend):
         except CompileError:
             raise
         except Exception as err:
-            raise CompileError(f"TVM failed to compile the graph for {target}: {err}") from err
+            raise CompileError(
+                f"TVM failed to compile the graph for {target}: {_described(err)}"
+            ) from err
         return {
             "files": [LIBRARY],
             "kernels": kernels,
@@ -249,3 +252,18 @@ def _free_extents(mod: tvm.IRModule) -> bool:
         and not all(isinstance(d, tvm.tirx.IntImm) for d in p.ty.shape.values)
         for p in main.params
     )
+
+
+def _described(err: Exception) -> str:
+    """An exception's message, or where it was raised when it has none (a bare assert in one
+    of TVM's Python passes: "AssertionError at .../legalize_ops/manipulate.py:42 in
+    reshape_call_te")."""
+    message = str(err).strip()
+    if message:
+        return message
+    frames = traceback.extract_tb(err.__traceback__)
+    if not frames:
+        return type(err).__name__
+    last = frames[-1]
+    where = "/".join(Path(last.filename).parts[-3:])
+    return f"{type(err).__name__} at {where}:{last.lineno} in {last.name}"
