@@ -30,6 +30,9 @@ ONNX nodes in its place. They follow TF's CPU kernels formula for formula:
 - Dilation2D (dilation_ops.cc; tf.nn.erosion2d too): the taps' strided Slices plus the filter,
   masked outside the image, and their Max; tf2onnx has no conversion for it.
 
+- HistogramFixedWidth: TF's bin formula (in double) and a ScatterElements add; tf2onnx has no
+  conversion for it.
+
 A lowering that cannot take a node raises UnsupportedOpError; tf2onnx catches handler errors, so
 `Lowerings` records them for the front end to raise once conversion ends.
 """
@@ -1189,6 +1192,47 @@ def _lower_dilation2d(e: _Emitter) -> None:
     e.finish(result)
 
 
+def _lower_histogram(e: _Emitter) -> None:
+    """HistogramFixedWidth (tf.histogram_fixed_width) as TF's CPU kernel bins values
+    (histogram_op.cc): bin = int(min((max(x, lo) - lo) [in x's dtype] / step [in double],
+    nbins - 1)), step = double(hi - lo) / nbins, and the bins counted by a ScatterElements
+    add. tf2onnx has no conversion for it.
+
+    The range and nbins must be constants: nbins is the output's extent, and TF raises on a
+    range with lo >= hi at run time, which compiled code cannot."""
+    value_range, nbins = e.const_input(1), e.const_input(2)
+    if value_range is None or nbins is None:
+        raise e.refuse(
+            "gdp takes histogram_fixed_width's value_range and nbins as constants (nbins is"
+            " the output's size; TF raises on an empty range at run time, which compiled code"
+            " cannot); here one is computed at run time"
+        )
+    lo, hi = value_range.reshape(-1)[:2]
+    nbins = int(nbins)
+    if not lo < hi or nbins < 1:
+        raise e.refuse(
+            f"TF raises on this histogram: value_range must rise and nbins be positive,"
+            f" got value_range [{lo}, {hi}] and nbins {nbins}"
+        )
+    np_dtype = value_range.dtype
+    step = float(np.asarray(hi - lo, np_dtype)) / nbins  # hi - lo in the values' dtype, as TF
+    low = e.const(lo, np_dtype)
+    offset = e.op("Cast", e.op("Sub", e.op("Max", e.inputs[0], low), low), to=TensorProto.DOUBLE)
+    position = e.op(
+        "Min", e.op("Div", offset, e.const(step, np.float64)), e.const(nbins - 1.0, np.float64)
+    )
+    bins = e.op("Reshape", e.op("Cast", position, to=TensorProto.INT64), e.const([-1], np.int64))
+    out_type = e.attr("dtype", TensorProto.INT32)
+    count_np = onnx.helper.tensor_dtype_to_np_dtype(out_type)
+    ones = e.op(
+        "ConstantOfShape",
+        e.op("Shape", bins),
+        value=onnx.numpy_helper.from_array(np.ones(1, count_np)),
+    )
+    zeros = e.const(np.zeros(nbins, count_np), count_np)
+    e.finish(e.op("ScatterElements", zeros, bins, ones, axis=0, reduction="add"))
+
+
 LOWERINGS: dict[str, Callable[[_Emitter], None]] = {
     "ExtractImagePatches": _lower_extract_patches,
     "ResizeBilinear": _lower_resize_bilinear,
@@ -1210,4 +1254,5 @@ LOWERINGS: dict[str, Callable[[_Emitter], None]] = {
     "Mean": _lower_mean,
     "CropAndResize": _lower_crop_and_resize,
     "Dilation2D": _lower_dilation2d,
+    "HistogramFixedWidth": _lower_histogram,
 }

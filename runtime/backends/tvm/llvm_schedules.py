@@ -102,6 +102,8 @@ def schedule(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
             continue  # a symbolic shape's computation on the host (shape-generic models)
         if gvar.name_hint.startswith("cumsum"):
             continue  # a scan along one line (a border's positions: gdp.ops.border), as TOPI's
+        if gvar.name_hint.startswith("scatter_elements"):
+            continue  # updates that may land on one element (a histogram's counts): serial
         try:
             try:
                 sch = _schedule(func, cores)

@@ -382,6 +382,38 @@ def test_dilation_of_windows_wholly_outside_the_image_matches_tf():
 
 
 @pytest.mark.parametrize("target", TARGETS)
+def test_histogram_fixed_width_matches_tf(photos, target):
+    """tf.histogram_fixed_width (TF's HistogramFixedWidth, which tf2onnx has no conversion
+    for: gdp refused it), bin for bin: values outside the range count in the end bins, bins
+    found in double as TF finds them, counts in the dtype asked for."""
+    image = photos[1][None]
+
+    @tf.function(input_signature=[tf.TensorSpec(image.shape, tf.uint8, name="img")])
+    def histograms(img):
+        unit = tf.cast(img, tf.float32) / 255.0
+        return {
+            "levels": tf.histogram_fixed_width(tf.cast(img, tf.float32), [0.0, 255.0], 256),
+            "part": tf.histogram_fixed_width(unit, [-0.2, 0.7], nbins=10, dtype=tf.int64),
+            "thirds": tf.histogram_fixed_width(unit, [0.0, 0.3], nbins=3),
+            "integers": tf.histogram_fixed_width(tf.cast(img, tf.int32), [0, 256], nbins=64),
+        }
+
+    got = gdp.compile(histograms, target=target)(image)
+    for name, want in histograms(image).items():
+        assert got[name].dtype == want.dtype, name
+        np.testing.assert_array_equal(got[name], want.numpy(), err_msg=name)
+
+
+def test_histogram_of_a_run_time_range_is_refused():
+    @tf.function(input_signature=[tf.TensorSpec([4, 4], tf.float32), tf.TensorSpec([2])])
+    def histogram(x, value_range):
+        return tf.histogram_fixed_width(x, value_range, nbins=8)
+
+    with pytest.raises(UnsupportedOpError, match="value_range and nbins as constants"):
+        gdp.compile(histogram)
+
+
+@pytest.mark.parametrize("target", TARGETS)
 def test_keras_and_v1_resizes_match_tf(photos, target):
     """Keras' Resizing(pad_to_aspect_ratio=True) pads inside a tf.cond with a constant
     predicate, so TF's shape inference loses the padded image's height and width: the resize
