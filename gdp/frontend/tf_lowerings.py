@@ -33,6 +33,9 @@ ONNX nodes in its place. They follow TF's CPU kernels formula for formula:
 - HistogramFixedWidth: TF's bin formula (in double) and a ScatterElements add; tf2onnx has no
   conversion for it.
 
+- OneHot: an Equal against the classes and a Where (TVM's importer failed on tf2onnx's ONNX
+  OneHot, or made it float64).
+
 A lowering that cannot take a node raises UnsupportedOpError; tf2onnx catches handler errors, so
 `Lowerings` records them for the front end to raise once conversion ends.
 """
@@ -1233,6 +1236,29 @@ def _lower_histogram(e: _Emitter) -> None:
     e.finish(e.op("ScatterElements", zeros, bins, ones, axis=0, reduction="add"))
 
 
+def _lower_one_hot(e: _Emitter) -> None:
+    """OneHot (tf.one_hot) as TF defines it: on_value where the index equals the class, else
+    off_value, the classes along `axis`, an index outside [0, depth) all off; written as an
+    Equal against the classes and a Where. tf2onnx wrote ONNX's OneHot, which TVM's importer
+    failed on (a one-element depth) or gave float64 for float32 (its on and off values as
+    Python floats), and refused indices of rank above 1 with an integer result."""
+    depth, shape = e.const_input(1), e.shape(0)
+    if depth is None or shape is None:
+        raise e.refuse(
+            "gdp lowers tf.one_hot of a constant depth (the output's extent) and indices of a"
+            f" known rank; here the depth is {'not ' if depth is None else ''}a constant and"
+            f" the indices' shape is {shape}"
+        )
+    rank, axis = len(shape), int(e.attr("axis", -1))
+    axis = rank if axis == -1 else axis
+    classes_shape = [1] * (rank + 1)
+    classes_shape[axis] = int(depth)
+    index_type = onnx.helper.tensor_dtype_to_np_dtype(e.dtype(0))
+    classes = e.const(np.arange(int(depth)).reshape(classes_shape), index_type)
+    indices = e.op("Unsqueeze", e.inputs[0], e.const([axis], np.int64))
+    e.finish(e.op("Where", e.op("Equal", indices, classes), e.inputs[2], e.inputs[3]))
+
+
 LOWERINGS: dict[str, Callable[[_Emitter], None]] = {
     "ExtractImagePatches": _lower_extract_patches,
     "ResizeBilinear": _lower_resize_bilinear,
@@ -1255,4 +1281,5 @@ LOWERINGS: dict[str, Callable[[_Emitter], None]] = {
     "CropAndResize": _lower_crop_and_resize,
     "Dilation2D": _lower_dilation2d,
     "HistogramFixedWidth": _lower_histogram,
+    "OneHot": _lower_one_hot,
 }

@@ -414,6 +414,30 @@ def test_histogram_of_a_run_time_range_is_refused():
 
 
 @pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("signature", [[1, 48, 64, 3], [1, None, None, 3]])
+def test_one_hot_matches_tf(photos, target, signature):
+    """tf.one_hot: TVM's importer failed on tf2onnx's ONNX OneHot (its one-element depth), and
+    given a scalar depth made float32 one-hots float64; tf2onnx refused integer one-hots of
+    indices of rank above 1. Indices outside [0, depth) are all off, as TF gives them."""
+    image = cv2.resize(photos[0], (64, 48))[None]
+
+    @tf.function(input_signature=[tf.TensorSpec(signature, tf.uint8, name="img")])
+    def one_hots(img):
+        return {
+            "float": tf.one_hot(tf.cast(img[..., 0] // 64, tf.int32), 4),
+            "axis": tf.one_hot(
+                tf.cast(img[..., 1] // 50, tf.int32) - 1, 5, on_value=2.5, off_value=-1.0, axis=1
+            ),
+            "integer": tf.one_hot(tf.cast(img[..., 2], tf.int64) // 32, 8, dtype=tf.int32),
+        }
+
+    got = gdp.compile(one_hots, target=target)(image)
+    for name, want in one_hots(image).items():
+        assert got[name].dtype == want.dtype, name
+        np.testing.assert_array_equal(got[name], want.numpy(), err_msg=name)
+
+
+@pytest.mark.parametrize("target", TARGETS)
 def test_keras_and_v1_resizes_match_tf(photos, target):
     """Keras' Resizing(pad_to_aspect_ratio=True) pads inside a tf.cond with a constant
     predicate, so TF's shape inference loses the padded image's height and width: the resize
