@@ -536,3 +536,26 @@ def test_weighted_channel_sums_match_onnxruntime(width, channels):
     model = _model(nodes, [_vi("x", shape, T.UINT8)], [_vi("y", shape[:2], T.UINT8)], inits)
     x = np.random.default_rng(width * channels).integers(0, 256, shape, dtype=np.uint8)
     np.testing.assert_array_equal(_gdp(model, {"x": x}), _oracle(model, {"x": x}))
+
+
+@pytest.mark.parametrize("depth", [np.array(4), np.array([4])], ids=["scalar", "one-element"])
+@pytest.mark.parametrize("axis", [-1, 0, 1, 2, -2, -3])
+def test_one_hot_as_onnxruntime(depth, axis):
+    """TVM's importer failed on a one-element depth, and made a float32 OneHot float64 with a
+    scalar one. Negative indices count from depth; one outside [-depth, depth) is all off."""
+    x = np.array([[0, 1, -1], [3, 5, -5]], np.int64)
+    shape = [2, 3]
+    shape.insert(axis if axis >= 0 else 3 + axis, 4)
+    model = _model(
+        [h.make_node("OneHot", ["x", "depth", "values"], ["z"], axis=axis)],
+        [_vi("x", [2, 3], T.INT64)],
+        [_vi("z", shape)],
+        [
+            onnx.numpy_helper.from_array(depth.astype(np.int64), "depth"),
+            onnx.numpy_helper.from_array(np.array([0.5, 2.0], np.float32), "values"),
+        ],
+    )
+    want = _oracle(model, {"x": x})
+    got = _gdp(model, {"x": x})
+    assert got.dtype == want.dtype == np.float32
+    np.testing.assert_array_equal(got, want)

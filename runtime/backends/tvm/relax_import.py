@@ -28,6 +28,7 @@ def import_onnx(model: onnx.ModelProto) -> tvm.IRModule:
     check_importable(model)
     model = exact_resize_scales(model)
     model = explicit_max_pool_pads(model)
+    model = one_hots_as_comparisons(model)
     # The importer print()s the node it failed on to stdout, which is the user's program's
     # (a pipe of results, gdp export's JSON): kept for the error instead.
     printed = io.StringIO()
@@ -248,6 +249,76 @@ def explicit_max_pool_pads(model: onnx.ModelProto) -> onnx.ModelProto:
         node.attribute.extend(kept)
         node.attribute.append(onnx.helper.make_attribute("pads", begins + ends))
     return explicit
+
+
+def one_hots_as_comparisons(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` with each OneHot of a constant depth written as ONNX defines it: the indices
+    as int64, a negative one counted from depth, compared with the classes along `axis`, and
+    a Where of the on and off values (an index outside [-depth, depth) all off).
+
+    TVM's importer passed a one-element depth ([4]) on as a list and failed, and made the
+    values Python floats, so a float32 OneHot came out float64."""
+    nodes = [n for n in model.graph.node if n.op_type == "OneHot"]
+    if not nodes:
+        return model
+    constants = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+            constants[node.output[0]] = onnx.numpy_helper.to_array(node.attribute[0].t)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model).graph
+        values = (*inferred.input, *inferred.value_info, *inferred.output)
+        ranks = {
+            v.name: len(v.type.tensor_type.shape.dim)
+            for v in values
+            if v.type.tensor_type.HasField("shape")
+        }
+    except Exception:  # a graph inference cannot read: ranks unknown
+        ranks = {}
+    rewritten = onnx.ModelProto()
+    rewritten.CopyFrom(model)  # the caller's model stays as it was
+    out_nodes, initializers = [], []
+    for node in rewritten.graph.node:
+        depth = constants.get(node.input[1]) if node.op_type == "OneHot" else None
+        if depth is None or depth.size != 1:
+            out_nodes.append(node)  # the importer's own converter, or its refusal
+            continue
+        depth = int(depth.reshape(()))
+        axis = next((a.i for a in node.attribute if a.name == "axis"), -1)
+        rank = ranks.get(node.input[0])
+        if axis >= 0 and rank is None:
+            out_nodes.append(node)
+            continue
+        after = -axis - 1 if axis < 0 else rank - axis  # class axes after the one-hot axis
+        name = node.output[0]
+        classes = np.arange(depth, dtype=np.int64).reshape([depth] + [1] * after)
+        for tensor_name, value in (
+            (f"{name}/gdp_classes", classes),
+            (f"{name}/gdp_depth", np.array(depth, np.int64)),
+            (f"{name}/gdp_zero", np.array(0, np.int64)),
+            (f"{name}/gdp_axis", np.array([axis], np.int64)),
+            (f"{name}/gdp_off", np.array(0, np.int64)),
+            (f"{name}/gdp_on", np.array(1, np.int64)),
+        ):
+            initializers.append(onnx.numpy_helper.from_array(value, tensor_name))
+        make = onnx.helper.make_node
+        out_nodes += [
+            make("Cast", [node.input[0]], [f"{name}/gdp_i"], to=onnx.TensorProto.INT64),
+            make("Less", [f"{name}/gdp_i", f"{name}/gdp_zero"], [f"{name}/gdp_neg"]),
+            make("Add", [f"{name}/gdp_i", f"{name}/gdp_depth"], [f"{name}/gdp_up"]),
+            make(
+                "Where", [f"{name}/gdp_neg", f"{name}/gdp_up", f"{name}/gdp_i"], [f"{name}/gdp_w"]
+            ),
+            make("Unsqueeze", [f"{name}/gdp_w", f"{name}/gdp_axis"], [f"{name}/gdp_u"]),
+            make("Equal", [f"{name}/gdp_u", f"{name}/gdp_classes"], [f"{name}/gdp_hit"]),
+            make("Gather", [node.input[2], f"{name}/gdp_off"], [f"{name}/gdp_offv"], axis=0),
+            make("Gather", [node.input[2], f"{name}/gdp_on"], [f"{name}/gdp_onv"], axis=0),
+            make("Where", [f"{name}/gdp_hit", f"{name}/gdp_onv", f"{name}/gdp_offv"], [name]),
+        ]
+    del rewritten.graph.node[:]
+    rewritten.graph.node.extend(out_nodes)
+    rewritten.graph.initializer.extend(initializers)
+    return rewritten
 
 
 def _static_shapes(model: onnx.ModelProto) -> dict[str, tuple[tuple[int, ...], int]]:
