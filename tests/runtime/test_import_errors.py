@@ -45,3 +45,19 @@ def test_an_error_without_a_message_is_named_by_where_it_was_raised():
         f"test_import_errors.py:{legalize.__code__.co_firstlineno + 1} in legalize"
     )
     assert _described(ValueError("bad shape")) == "bad shape"
+
+
+def test_an_output_imported_in_another_type_is_refused():
+    """TVM's OneHot converter made float32 one-hots float64: the arrays returned would not be
+    of the type the graph declares. An import whose outputs' types differ is refused."""
+    x = oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])
+    y = oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])
+    graph = oh.make_graph([oh.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    mod = relax_import.import_onnx(model)
+    relax_import.check_output_types(model, mod)  # the same types: accepted
+    model.graph.output[0].type.tensor_type.elem_type = onnx.TensorProto.DOUBLE
+    with pytest.raises(
+        CompileError, match="made output 'y' float32 where the graph declares float64"
+    ):
+        relax_import.check_output_types(model, mod)

@@ -47,6 +47,7 @@ def import_onnx(model: onnx.ModelProto) -> tvm.IRModule:
         where = printed.getvalue().strip().splitlines()
         at = f" ({where[0][:300]})" if where else ""
         raise CompileError(f"TVM's Relax ONNX importer failed: {failure}{at}") from failure
+    check_output_types(model, mod)
     mod = tvm.transform.Sequential(IMPORT_PASSES)(mod)
     refused = mod["main"].attrs.get(REFUSED_ATTR) if mod["main"].attrs is not None else None
     if refused:
@@ -54,6 +55,27 @@ def import_onnx(model: onnx.ModelProto) -> tvm.IRModule:
         # from a pass as its own error type.
         raise InputError(str(refused))
     return mod
+
+
+def check_output_types(model: onnx.ModelProto, mod: tvm.IRModule) -> None:
+    """Refuse an import whose outputs' element types are not the graph's: a converter that
+    computes in another type (TVM's OneHot made float32 one-hots float64 from its Python
+    values) would return arrays of a type the model does not declare."""
+    ret = mod["main"].ret_ty
+    fields = list(ret.fields) if isinstance(ret, tvm.ir.TupleType) else [ret]
+    if len(fields) != len(model.graph.output):
+        return  # not one field per output: nothing to pair
+    for output, info in zip(model.graph.output, fields, strict=True):
+        declared = output.type.tensor_type.elem_type
+        if declared == onnx.TensorProto.UNDEFINED or not isinstance(info, relax.TensorType):
+            continue
+        want = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(declared)).name
+        got = str(info.dtype)
+        if got and got != want:
+            raise CompileError(
+                f"TVM's Relax ONNX importer made output {output.name!r} {got} where the graph"
+                f" declares {want}"
+            )
 
 
 @contextlib.contextmanager
