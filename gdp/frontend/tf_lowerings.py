@@ -940,6 +940,21 @@ def _lower_mean(e: _Emitter) -> None:
     e.finish(e.op("Cast", e.op("Div", total, count), to=dtype))
 
 
+def _static_image(e: _Emitter, what: str) -> list[int] | None:
+    """The NHWC image's shape where its height and width are known; None where the node is
+    deferred until they are (resolve_deferred), and a refusal where they stay unknown."""
+    shape = e.shape(0)
+    if shape is not None and len(shape) == 4 and min(shape[1:3]) >= 1:
+        return shape
+    if e.can_defer:
+        e.defer()
+        return None
+    raise e.refuse(
+        f"gdp lowers {what} of an image whose height and width are known when the function is"
+        f" converted; here the input's shape is {shape}: give the function a static input shape"
+    )
+
+
 def _patch_axis(size: int, k: int, stride: int, rate: int, same: bool) -> tuple[int, int, int]:
     """One axis of TF's ExtractImagePatches: (output extent, padding before, padding after)."""
     span = (k - 1) * rate + 1
@@ -956,16 +971,9 @@ def _lower_extract_patches(e: _Emitter) -> None:
     column, channel) axes moved last and flattened, TF's order. Exact in every dtype; tf2onnx
     wrote an identity-kernel Conv, which ONNX does not define for uint8 and which multiplies
     K*K zeros per value."""
-    shape = e.shape(0)
-    if shape is None or len(shape) != 4 or min(shape[1:3]) < 1:
-        if e.can_defer:
-            e.defer()
-            return
-        raise e.refuse(
-            f"gdp lowers extract_patches of an image whose height and width are known when the "
-            f"function is converted; here the input's shape is {shape}: give the function a "
-            "static input shape"
-        )
+    shape = _static_image(e, "extract_patches")
+    if shape is None:
+        return
     same = e.attr("padding") == "SAME"
     ksizes, strides, rates = (list(e.attr(a)) for a in ("ksizes", "strides", "rates"))
     x, pads = e.inputs[0], [[0, 0] for _ in range(4)]
@@ -1131,16 +1139,9 @@ def _lower_dilation2d(e: _Emitter) -> None:
     lowest value where none does. One strided Slice of the padded image per tap, its filter
     value added, the taps outside the image masked to the lowest value per row and column, and
     an elementwise Max. tf2onnx has no conversion for it."""
-    shape, kernel = e.shape(0), e.shape(1)
-    if shape is None or len(shape) != 4 or min(shape[1:3]) < 1:
-        if e.can_defer:
-            e.defer()
-            return
-        raise e.refuse(
-            f"gdp lowers dilation2d of an image whose height and width are known when the "
-            f"function is converted; here the input's shape is {shape}: give the function a "
-            "static input shape"
-        )
+    shape, kernel = _static_image(e, "dilation2d"), e.shape(1)
+    if shape is None:
+        return
     if kernel is None or len(kernel) != 3 or min(kernel[:2]) < 1:
         raise e.refuse(f"the filter's height and width must be known; its shape is {kernel}")
     same = e.attr("padding") == "SAME"
