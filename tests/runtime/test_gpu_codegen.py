@@ -23,6 +23,7 @@ import tvm
 import tvm_ffi
 
 import gdp
+import gdp.api
 from gdp.errors import CompileError, ExecutionError, GdpError, TargetError
 from gdp.frontend import convert
 from gdp.frontend.common import IR_VERSION
@@ -402,7 +403,7 @@ def test_every_accelerated_cv2_function_compiles_to_ptx(monkeypatch, tmp_path):
         "blobFromImage",
         "blobFromImages",
     }
-    previous = gdp.default_target()
+    previous = gdp.api._default_target  # what set_target chose: None, not the cpu, by default
     gdp.set_target("gpu")
     cv2.clear_cache()
     failed = {}
@@ -489,7 +490,7 @@ def test_a_stacked_morphology_called_on_the_gpu_compiles(monkeypatch, tmp_path):
     monkeypatch.setenv("GDP_CACHE_DIR", str(tmp_path))
     src = np.random.default_rng(3).integers(0, 256, (7, 5, 3), dtype=np.uint8)
     kernel = np.ones((3, 3), np.uint8)
-    previous = gdp.default_target()
+    previous = gdp.api._default_target  # what set_target chose: None, not the cpu, by default
     gdp.set_target("gpu")
     cv2.clear_cache()
     try:

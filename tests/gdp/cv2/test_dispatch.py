@@ -16,6 +16,7 @@ import cv2 as real
 import numpy as np
 import pytest
 
+import gdp.api
 import gdp.cv2 as cv2
 from gdp.cv2 import calibration, common, dispatch
 
@@ -129,6 +130,7 @@ def test_strict_and_the_switch_turn_dispatch_off(opencv_calls, photo, monkeypatc
 def test_the_table_applies_on_the_cpu_target_only(opencv_calls, photo, monkeypatch):
     """The table times gdp's cpu kernels: another target, by GDP_TARGET or set_target, runs
     gdp's; a switch set to its default (GDP_CV2_DISPATCH=1) leaves dispatch on."""
+    monkeypatch.setattr(gdp.api, "_default_target", None)  # no set_target of another test's
     cv2.set_dispatch(_table({"GaussianBlur": {"480p": _slower()}}))
     monkeypatch.setenv("GDP_TARGET", "reference")
     cv2.GaussianBlur(photo, (5, 5), 0)
