@@ -215,10 +215,7 @@ def _rewrite_next_resize(model: onnx.ModelProto, done: set) -> onnx.ModelProto |
     stripped.CopyFrom(model)  # the caller's model stays as it was
     del stripped.graph.value_info[:]
     shapes = _static_shapes(stripped)
-    constants = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
-    for node in model.graph.node:
-        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
-            constants[node.output[0]] = onnx.numpy_helper.to_array(node.attribute[0].t)
+    constants = _constant_values(model)
     for index, node in enumerate(model.graph.node):
         if node.op_type != "Resize" or node.output[0] in done:
             continue
@@ -283,10 +280,7 @@ def one_hots_as_comparisons(model: onnx.ModelProto) -> onnx.ModelProto:
     nodes = [n for n in model.graph.node if n.op_type == "OneHot"]
     if not nodes:
         return model
-    constants = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
-    for node in model.graph.node:
-        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
-            constants[node.output[0]] = onnx.numpy_helper.to_array(node.attribute[0].t)
+    constants = _constant_values(model)
     try:
         inferred = onnx.shape_inference.infer_shapes(model).graph
         values = (*inferred.input, *inferred.value_info, *inferred.output)
@@ -341,6 +335,15 @@ def one_hots_as_comparisons(model: onnx.ModelProto) -> onnx.ModelProto:
     rewritten.graph.node.extend(out_nodes)
     rewritten.graph.initializer.extend(initializers)
     return rewritten
+
+
+def _constant_values(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """The values of the graph's initializers and Constant nodes, by name."""
+    constants = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+            constants[node.output[0]] = onnx.numpy_helper.to_array(node.attribute[0].t)
+    return constants
 
 
 def _static_shapes(model: onnx.ModelProto) -> dict[str, tuple[tuple[int, ...], int]]:
