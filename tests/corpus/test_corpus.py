@@ -30,8 +30,8 @@ FAST_FP16 = {
 }
 
 # Fast programs whose compile in one mode takes over a minute on 2 cores: `slow` there.
-# rgb_to_hsv on the cpu (90 s): tests/gdp/frontend/test_tf_lowerings.py's HSV round trip still
-# compiles RGBToHSV and HSVToRGB for the cpu in the default run.
+# rgb_to_hsv on the cpu (90 s): its reference mode runs by default, and so do
+# tests/gdp/frontend/test_tf_lowerings.py's AdjustSaturation and AdjustHue on the cpu.
 SLOW_MODES = {("rgb_to_hsv", "cpu")}
 
 

@@ -152,12 +152,19 @@ def test_a_kernel_past_free_taps_compiles_to_a_loop_not_a_stencil():
 @pytest.mark.parametrize(
     "call",
     [
-        lambda m, x: m.GaussianBlur(x, (31, 31), 0),
-        lambda m, x: m.blur(x, (25, 17), borderType=m.BORDER_REPLICATE),
-        lambda m, x: m.blur(x, (20, 30)),
-        lambda m, x: m.sepFilter2D(x.astype(np.float32), -1, TAPS_21, TAPS_17),
+        pytest.param(lambda m, x: m.GaussianBlur(x, (31, 31), 0), id="GaussianBlur 31"),
+        # slow: each of these two programs takes 25-40 s to compile on 2 cores
+        pytest.param(
+            lambda m, x: m.blur(x, (25, 17), borderType=m.BORDER_REPLICATE),
+            id="blur 25x17 replicate",
+            marks=pytest.mark.slow,
+        ),
+        pytest.param(lambda m, x: m.blur(x, (20, 30)), id="blur 20x30", marks=pytest.mark.slow),
+        pytest.param(
+            lambda m, x: m.sepFilter2D(x.astype(np.float32), -1, TAPS_21, TAPS_17),
+            id="sepFilter2D 21x17 float32",
+        ),
     ],
-    ids=["GaussianBlur 31", "blur 25x17 replicate", "blur 20x30", "sepFilter2D 21x17 float32"],
 )
 def test_kernels_up_to_free_taps_serve_every_size_from_one_program(call, monkeypatch):
     # Up to FREE_TAPS taps an axis, the taps stay unrolled in a program for any image size (the

@@ -50,12 +50,12 @@ def test_networks_are_medians(ksize):
         np.testing.assert_array_equal(got, np.median(np.stack(values), axis=0))
 
 
-def _check_sizes(ksizes=(3, 5), sizes=SIZES, dtypes=DTYPES):
+def _check_sizes(ksizes=(3, 5), sizes=SIZES, dtypes=DTYPES, channel_counts=(1, 3, 4)):
     cv2.clear_cache()
     rng = np.random.default_rng(0)
     for dtype in dtypes:
         for ksize in ksizes:
-            for channels in (1, 3, 4):
+            for channels in channel_counts:
                 for h, w in sizes:
                     shape = (h, w, channels) if channels > 1 else (h, w)
                     for levels in (4, 256):
@@ -71,6 +71,15 @@ def _check_sizes(ksizes=(3, 5), sizes=SIZES, dtypes=DTYPES):
 
 
 def test_sizes_as_opencv():
+    # each dtype, ksize and channel count is a kernel of its own, 4 s of compile: the quick run
+    # takes every uint8 one and those test_photo_views_and_dst compiles of the other dtypes
+    _check_sizes(dtypes=[np.uint8])
+    _check_sizes(dtypes=[np.uint16], channel_counts=(1,))
+    _check_sizes(dtypes=[np.float32], channel_counts=(3,))
+
+
+@pytest.mark.slow
+def test_sizes_as_opencv_of_every_dtype_and_channel_count():
     _check_sizes()
 
 

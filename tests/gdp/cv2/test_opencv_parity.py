@@ -108,26 +108,44 @@ def test_uint8_box_filter_rounds_as_opencv(ksize):
         np.testing.assert_array_equal(cv2.blur(image, ksize), real.blur(image, ksize))
 
 
-@pytest.mark.parametrize("func", ["Sobel", "sepFilter2D", "filter2D", "Laplacian", "Laplacian5"])
-def test_result_depths_opencv_refuses_are_refused(func):
-    calls = {
-        "Sobel": lambda cv, x, d: cv.Sobel(x, d, 1, 0),
-        "sepFilter2D": lambda cv, x, d: cv.sepFilter2D(x, d, np.ones(3), np.ones(3)),
-        "filter2D": lambda cv, x, d: cv.filter2D(x, d, np.ones((3, 3), np.float32)),
-        "Laplacian": lambda cv, x, d: cv.Laplacian(x, d),
-        "Laplacian5": lambda cv, x, d: cv.Laplacian(x, d, ksize=5),
-    }
-    call = calls[func]
+_DEPTH_CALLS = {
+    "Sobel": lambda cv, x, d: cv.Sobel(x, d, 1, 0),
+    "sepFilter2D": lambda cv, x, d: cv.sepFilter2D(x, d, np.ones(3), np.ones(3)),
+    "filter2D": lambda cv, x, d: cv.filter2D(x, d, np.ones((3, 3), np.float32)),
+    "Laplacian": lambda cv, x, d: cv.Laplacian(x, d),
+    "Laplacian5": lambda cv, x, d: cv.Laplacian(x, d, ksize=5),
+}
+_DEPTHS = (real.CV_8U, real.CV_16U, real.CV_16S, real.CV_32S, real.CV_32F, real.CV_64F)
+
+
+def _depth_pairs(func: str, refused: bool):
+    """(image, depth) of every source dtype and result depth that OpenCV refuses (or takes)."""
     for dtype in (np.uint8, np.uint16, np.int16, np.float32, np.float64):
         image = np.arange(30, dtype=dtype).reshape(5, 6)
-        for depth in (real.CV_8U, real.CV_16U, real.CV_16S, real.CV_32S, real.CV_32F, real.CV_64F):
+        for depth in _DEPTHS:
             try:
-                want = call(real, image, depth)
+                _DEPTH_CALLS[func](real, image, depth)
+                takes = True
             except real.error:
-                with pytest.raises(real.error):
-                    call(cv2, image, depth)
-                continue
-            assert call(cv2, image, depth).dtype == want.dtype
+                takes = False
+            if takes != refused:
+                yield image, depth
+
+
+@pytest.mark.parametrize("func", list(_DEPTH_CALLS))
+def test_result_depths_opencv_refuses_are_refused(func):
+    for image, depth in _depth_pairs(func, refused=True):
+        with pytest.raises(real.error):
+            _DEPTH_CALLS[func](cv2, image, depth)
+
+
+# slow: each pair OpenCV takes compiles a program (144 s of `make test`)
+@pytest.mark.slow
+@pytest.mark.parametrize("func", list(_DEPTH_CALLS))
+def test_result_depths_opencv_takes_have_its_dtype(func):
+    for image, depth in _depth_pairs(func, refused=False):
+        want = _DEPTH_CALLS[func](real, image, depth)
+        assert _DEPTH_CALLS[func](cv2, image, depth).dtype == want.dtype, (image.dtype, depth)
 
 
 def test_blob_from_image_refuses_what_opencv_refuses(photo):

@@ -162,15 +162,29 @@ def test_16_bit_resize_is_within_one_of_opencv_with_ipp_and_without(use_ipp):
             assert np.abs(got - want).max() <= 1, (dtype, interpolation)
 
 
-@pytest.mark.parametrize(
-    "dtype, channels",
-    [(np.uint8, 3), (np.uint8, 1), (np.uint16, 4), (np.int16, 2), (np.float32, 3)],
-)
-@pytest.mark.parametrize(
-    "fx, fy, interpolation",
-    [(0.5, 0.5, LINEAR), (0.5, 0.5, AREA), (1 / 3, 0.25, AREA), (0.25, 1.0, AREA)],
-    ids=["halve-linear", "halve-area", "third-quarter", "quarter-columns"],
-)
+def _fx_fy_cases():
+    """Each scale on 3-channel uint8, and every dtype and channel count at the scale of partial
+    blocks in both axes; the rest under `slow` (each case compiles its chain, 8-14 s)."""
+    images = [(np.uint8, 3), (np.uint8, 1), (np.uint16, 4), (np.int16, 2), (np.float32, 3)]
+    scales = {
+        "halve-linear": (0.5, 0.5, LINEAR),
+        "halve-area": (0.5, 0.5, AREA),
+        "third-quarter": (1 / 3, 0.25, AREA),
+        "quarter-columns": (0.25, 1.0, AREA),
+    }
+    for name, scale in scales.items():
+        for dtype, channels in images:
+            quick = (dtype, channels) == (np.uint8, 3) or name == "third-quarter"
+            yield pytest.param(
+                dtype,
+                channels,
+                *scale,
+                id=f"{name}-{np.dtype(dtype).name}-{channels}",
+                marks=() if quick else pytest.mark.slow,
+            )
+
+
+@pytest.mark.parametrize("dtype, channels, fx, fy, interpolation", list(_fx_fy_cases()))
 def test_resize_by_fx_fy_of_an_odd_size_averages_the_last_partial_blocks(
     dtype, channels, fx, fy, interpolation
 ):

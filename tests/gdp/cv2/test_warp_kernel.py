@@ -59,6 +59,15 @@ def _check(shapes, dtypes=DTYPES, channels=(1, 3, 4)):
 
 
 def test_kernel_matches_opencv_at_sizes_that_move_its_blocks():
+    # a kernel a dtype, channel count, interpolation and border (1.5 s of compile each): the
+    # quick run takes every uint8 one, and those test_kernel_on_one_thread takes of float32
+    _check(SHAPES, ("uint8",))
+    _check(SHAPES, ("uint16",), (1,))
+    _check(SHAPES, ("float32",), (1, 3))
+
+
+@pytest.mark.slow
+def test_kernel_of_every_dtype_and_channel_count_at_sizes_that_move_its_blocks():
     _check(SHAPES)
 
 
