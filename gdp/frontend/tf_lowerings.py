@@ -36,6 +36,11 @@ ONNX nodes in its place. They follow TF's CPU kernels formula for formula:
 - OneHot: an Equal against the classes and a Where (TVM's importer failed on tf2onnx's ONNX
   OneHot, or made it float64).
 
+- Log1p, Expm1, Erfc (tf.nn.gelu's and Keras' exact gelu), Xlogy, Xdivy and MulNoNan: ONNX has
+  none of them and tf2onnx no conversion. Written so that they keep the digits the plain
+  formulas lose (log(1 + x) of a small x, 1 - erf(x) in the tail): within a few units in the
+  last place of the true values.
+
 A lowering that cannot take a node raises UnsupportedOpError; tf2onnx catches handler errors, so
 `Lowerings` records them for the front end to raise once conversion ends.
 """
@@ -1260,6 +1265,109 @@ def _lower_one_hot(e: _Emitter) -> None:
     e.finish(e.op("Where", e.op("Equal", indices, classes), e.inputs[2], e.inputs[3]))
 
 
+# ---------------------------------------------------------------------------------------------
+# Elementwise math TF has and ONNX does not: written with ONNX's, as accurate as TF's kernels.
+
+
+def _float_operands(e: _Emitter, dtypes=(TensorProto.FLOAT, TensorProto.DOUBLE)) -> _Pixels:
+    if e.dtype(0) not in dtypes:
+        names = " or ".join(TensorProto.DataType.Name(d).lower() for d in dtypes)
+        raise e.refuse(
+            f"gdp lowers {e.op_type} of {names}, got {TensorProto.DataType.Name(e.dtype(0))}"
+        )
+    return _Pixels(e, onnx.helper.tensor_dtype_to_np_dtype(e.dtype(0)))
+
+
+# Below |x| = 1/4, log1p(x) = 2 atanh(w), w = x / (2 + x), as atanh's odd series: |w| < 1/7,
+# and w^21 / 21 is below 1e-17 of the sum (float64's precision).
+_LOG1P_SERIES_BELOW = 0.25
+_ATANH_TERMS = 10
+
+
+def _lower_log1p(e: _Emitter) -> None:
+    """Log1p: log(1 + x) loses the digits of a small x that 1 + x rounds away (log1p(1e-8)
+    = 1e-8 gave 0). Below |x| = 1/4 it is 2 atanh(x / (2 + x)) as a series
+    (_LOG1P_SERIES_BELOW), whose terms are computed to full precision; above, log(1 + x), off
+    by a unit or two. (Goldberg's log(u) x / (u - 1), u = 1 + x, needs u - 1 computed as
+    written: TVM's simplifier turns (x + 1) - 1 into x.)"""
+    p, x = _float_operands(e), e.inputs[0]
+    w = p.div(x, p.add(x, 2.0))
+    w2 = p.mul(w, w)
+    series = p.c(1.0 / (2 * _ATANH_TERMS - 1))
+    for k in reversed(range(_ATANH_TERMS - 1)):
+        series = p.add(p.mul(series, w2), 1.0 / (2 * k + 1))
+    small = p.mul(p.mul(w, 2.0), series)
+    e.finish(p.where(p.lt(p.abs(x), _LOG1P_SERIES_BELOW), small, e.op("Log", p.add(x, 1.0))))
+
+
+def _lower_expm1(e: _Emitter) -> None:
+    """Expm1: (u - 1) * (x / log(u)), u = e^x (Kahan's: the rounding of u cancels out, where
+    e^x - 1 loses the digits of a small x); x where u is 1, -1 where u - 1 is, inf at inf."""
+    p, x = _float_operands(e), e.inputs[0]
+    u = e.op("Exp", x)
+    d = p.sub(u, 1.0)
+    exact = p.mul(d, p.div(x, e.op("Log", u)))
+    out = p.where(p.eq(d, -1.0), -1.0, p.where(p.eq(u, np.inf), u, exact))
+    e.finish(p.where(p.eq(u, 1.0), x, out))
+
+
+# erfc(z) for z >= 0 as t * exp(-z^2 + P(t)), t = 1 / (1 + z/2): Numerical Recipes' erfcc
+# (Chebyshev fit, relative error below 1.2e-7 everywhere), P's coefficients from t^0 up.
+_ERFC_FIT = (
+    -1.26551223,
+    1.00002368,
+    0.37409196,
+    0.09678418,
+    -0.18628806,
+    0.27886807,
+    -1.13520398,
+    1.48851587,
+    -0.82215223,
+    0.17087277,
+)
+
+
+def _lower_erfc(e: _Emitter) -> None:
+    """Erfc (tf.math.erfc, and tf.nn.gelu's and Keras' exact gelu): for float32, to float32's
+    precision in the tail where 1 - erf(z) is 0 (erfc(4) = 1.5e-8), see _ERFC_FIT; 2 -
+    erfc(-z) below 0. float64 is refused: the fit holds 7 digits."""
+    p, x = _float_operands(e, (TensorProto.FLOAT,)), e.inputs[0]
+    z = p.abs(x)
+    t = p.div(1.0, p.add(p.mul(z, 0.5), 1.0))
+    poly = p.c(_ERFC_FIT[-1])
+    for c in reversed(_ERFC_FIT[:-1]):
+        poly = p.add(p.mul(poly, t), c)
+    # e^(-z^2) with z^2 = h^2 + (z - h)(z + h), h = z to 1/256 (its square exact in float32
+    # up to z = 16): z^2 rounded whole was off by 4e-6 near 9, and e^(-z^2) by as much.
+    h = p.div(p.floor(p.mul(z, 256.0)), 256.0)
+    rest = p.add(p.mul(p.sub(h, z), p.add(z, h)), poly)
+    tail = p.mul(p.mul(t, e.op("Exp", p.mul(p.sub(0.0, h), h))), e.op("Exp", rest))
+    tail = p.where(p.gt(z, 10.5), 0.0, tail)  # below float32's least (and inf - inf at inf)
+    e.finish(p.where(p.lt(x, 0.0), p.sub(2.0, tail), tail))
+
+
+def _zero_where(e: _Emitter, p: _Pixels, which: str, value: str) -> None:
+    """`value`, 0 where the input `which` is 0 (TF's Xlogy, Xdivy, MulNoNan: even where the
+    other operand is NaN or infinite), broadcast as the op broadcasts."""
+    zero = p.c(0.0)
+    e.finish(e.op("Where", p.eq(which, zero), zero, value))
+
+
+def _lower_xlogy(e: _Emitter) -> None:
+    p, (x, y) = _float_operands(e), e.inputs[:2]
+    _zero_where(e, p, x, p.mul(x, e.op("Log", y)))
+
+
+def _lower_xdivy(e: _Emitter) -> None:
+    p, (x, y) = _float_operands(e), e.inputs[:2]
+    _zero_where(e, p, x, p.div(x, y))
+
+
+def _lower_mul_no_nan(e: _Emitter) -> None:
+    p, (x, y) = _float_operands(e), e.inputs[:2]
+    _zero_where(e, p, y, p.mul(x, y))
+
+
 LOWERINGS: dict[str, Callable[[_Emitter], None]] = {
     "ExtractImagePatches": _lower_extract_patches,
     "ResizeBilinear": _lower_resize_bilinear,
@@ -1283,4 +1391,10 @@ LOWERINGS: dict[str, Callable[[_Emitter], None]] = {
     "Dilation2D": _lower_dilation2d,
     "HistogramFixedWidth": _lower_histogram,
     "OneHot": _lower_one_hot,
+    "Log1p": _lower_log1p,
+    "Expm1": _lower_expm1,
+    "Erfc": _lower_erfc,
+    "Xlogy": _lower_xlogy,
+    "Xdivy": _lower_xdivy,
+    "MulNoNan": _lower_mul_no_nan,
 }

@@ -106,7 +106,9 @@ class TvmLlvmBackend(TvmBackend):
         return f"llvm-{target['mcpu']}-{target['num-cores']}"
 
     def finish(self, mod: tvm.IRModule) -> tvm.IRModule:
-        return _element_aligned_parameters(nan_propagating_min_max(mod))
+        return _element_aligned_parameters(
+            nan_propagating_min_max(hyperbolics_as_exponentials(mod))
+        )
 
     def prepare_load(self) -> None:
         use_every_core()
@@ -205,6 +207,52 @@ def nan_propagating_min_max(mod: tvm.IRModule) -> tvm.IRModule:
             mod[gvar] = tvm_ffi.structural_map(
                 func, [(tirx.Min, on_min), (tirx.Max, on_max)], order="post"
             )
+    return mod
+
+
+# Where exp of a float type overflows (its largest finite value's log, rounded down): past it
+# half of e^|x| is (e^(|x|/2) / 2) e^(|x|/2), still finite up to the type's largest value.
+_EXP_LIMIT = {32: 88.0, 64: 709.0}
+# sinh's Taylor coefficients 1/3!, 1/5!, ... 1/19!: below |x| = 1, x * (1 + x^2/3! + ...) to
+# float64's precision (the first term left out, x^21/21!, is below 2e-20 of the sum).
+_SINH_TAYLOR = tuple(1 / math.factorial(n) for n in range(3, 21, 2))
+
+
+def hyperbolics_as_exponentials(mod: tvm.IRModule) -> tvm.IRModule:
+    """Every float sinh and cosh in the kernels written with exp, which TVM's LLVM code
+    generator vectorises: it has no vector form of its own for them and failed with "unknown
+    intrinsic tirx.sinh" on a vectorised loop (tf.math.sinh, tf.math.cosh, ONNX's Sinh and Cosh).
+
+    cosh(x) = h + 1/(4h) and, from |x| = 1 up, sinh(x) = sign(x) (h - 1/(4h)), h = e^|x| / 2
+    (no overflow before the result's own); below 1, sinh's Taylor series, since e^x - e^-x
+    there cancels the leading digits (sinh(1e-4) lost three of float32's seven)."""
+    import tvm_ffi
+    from tvm import tirx
+
+    ops = {tvm.ir.Op.get("tirx.sinh"): "sinh", tvm.ir.Op.get("tirx.cosh"): "cosh"}
+
+    def on_call(call):
+        which = ops.get(call.op)
+        dtype = tvm.DataType(str(call.ty.dtype))
+        if which is None or not dtype.is_float or dtype.bits not in _EXP_LIMIT:
+            return call
+        x = call.args[0]
+        ax = tirx.abs(x)
+        big = ax > _EXP_LIMIT[dtype.bits]
+        root = tirx.exp(ax * 0.5)  # e^|x| = root^2, exactly halved: no rounding of |x| - ln 2
+        half = tirx.Select(big, root * 0.5 * root, tirx.exp(ax) * 0.5)
+        if which == "cosh":
+            return half + 0.25 / half
+        x2 = x * x
+        series = _SINH_TAYLOR[-1]
+        for c in reversed(_SINH_TAYLOR[:-1]):
+            series = series * x2 + c
+        large = half - 0.25 / half
+        return tirx.Select(ax < 1.0, x + x * x2 * series, tirx.Select(x < 0.0, -large, large))
+
+    for gvar, func in list(mod.functions.items()):
+        if isinstance(func, tvm.tirx.PrimFunc):
+            mod[gvar] = tvm_ffi.structural_map(func, [(tvm.ir.Call, on_call)], order="post")
     return mod
 
 
