@@ -41,6 +41,9 @@ ONNX nodes in its place. They follow TF's CPU kernels formula for formula:
   formulas lose (log(1 + x) of a small x, 1 - erf(x) in the tail): within a few units in the
   last place of the true values.
 
+- Invert (tf.bitwise.invert): the type's all-ones minus the value (ONNX's BitwiseNot is opset
+  18; gdp converts at 17).
+
 A lowering that cannot take a node raises UnsupportedOpError; tf2onnx catches handler errors, so
 `Lowerings` records them for the front end to raise once conversion ends.
 """
@@ -1368,6 +1371,17 @@ def _lower_mul_no_nan(e: _Emitter) -> None:
     _zero_where(e, p, y, p.mul(x, y))
 
 
+def _lower_invert(e: _Emitter) -> None:
+    """Invert (tf.bitwise.invert, ~x): the type's all-ones minus x, which is ~x in two's
+    complement and never overflows (ONNX's BitwiseNot is opset 18; gdp converts at 17)."""
+    dtype = e.dtype(0)
+    if dtype not in _SIGNED and dtype not in _UNSIGNED:
+        raise e.refuse(f"Invert of integers, got {TensorProto.DataType.Name(dtype)}")
+    np_dtype = onnx.helper.tensor_dtype_to_np_dtype(dtype)
+    ones = np.iinfo(np_dtype).max if dtype in _UNSIGNED else -1
+    e.finish(e.op("Sub", e.const(ones, np_dtype), e.inputs[0]))
+
+
 LOWERINGS: dict[str, Callable[[_Emitter], None]] = {
     "ExtractImagePatches": _lower_extract_patches,
     "ResizeBilinear": _lower_resize_bilinear,
@@ -1397,4 +1411,5 @@ LOWERINGS: dict[str, Callable[[_Emitter], None]] = {
     "Xlogy": _lower_xlogy,
     "Xdivy": _lower_xdivy,
     "MulNoNan": _lower_mul_no_nan,
+    "Invert": _lower_invert,
 }

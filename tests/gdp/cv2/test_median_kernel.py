@@ -86,8 +86,11 @@ def test_sizes_as_opencv_of_every_dtype_and_channel_count():
 def test_on_one_thread():
     run_on_one_thread(
         """
+        import numpy as np
         from tests.gdp.cv2.test_median_kernel import _check_sizes
-        _check_sizes(sizes=[(7, 17), (3, 67), (33, 130)])
+        sizes = [(7, 17), (3, 67), (33, 130)]
+        _check_sizes(sizes=sizes, dtypes=[np.uint8])
+        _check_sizes(sizes=sizes, dtypes=[np.float32], channel_counts=(3,))
         """
     )
 

@@ -513,6 +513,28 @@ def test_math_ops_without_onnx_forms_match_tf(target, dtype):
         assert ulps.max() <= 8, (name, ulps.max(), x[normal][ulps.argmax()])
 
 
+@pytest.mark.parametrize("target", TARGETS)
+def test_bitwise_invert_matches_tf(photos, target):
+    """tf.bitwise.invert of every integer type's extremes and a photo's bytes."""
+    image = cv2.resize(photos[0], (40, 30))
+    types = [tf.uint8, tf.int8, tf.uint16, tf.int16, tf.int32, tf.int64]
+
+    @tf.function(input_signature=[tf.TensorSpec(image.shape, tf.uint8, name="img")])
+    def inverted(img):
+        out = {"uint8": tf.bitwise.invert(img)}
+        for t in types[1:]:
+            info = np.iinfo(t.as_numpy_dtype)
+            edges = tf.constant([info.min, info.min + 1, -1 if info.min else 1, 0, info.max], t)
+            values = tf.cast(img, t) * tf.constant(97, t) - tf.constant(3000 if info.min else 0, t)
+            out[t.name] = tf.concat([tf.bitwise.invert(edges), tf.reshape(values, [-1])], 0)
+        return out
+
+    got = gdp.compile(inverted, target=target)(image)
+    for name, want in inverted(image).items():
+        assert got[name].dtype == want.dtype, name
+        np.testing.assert_array_equal(got[name], want.numpy(), err_msg=name)
+
+
 def test_erfc_of_float64_is_refused():
     fn = tf.function(tf.math.erfc, input_signature=[tf.TensorSpec([4], tf.float64)])
     with pytest.raises(UnsupportedOpError, match="Erfc of float, got DOUBLE"):
