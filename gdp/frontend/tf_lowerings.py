@@ -44,6 +44,12 @@ ONNX nodes in its place. They follow TF's CPU kernels formula for formula:
 - Invert (tf.bitwise.invert): the type's all-ones minus the value (ONNX's BitwiseNot is opset
   18; gdp converts at 17).
 
+- Bucketize (keras.layers.Discretization, keras.ops.digitize): comparisons with the boundaries
+  and their count.
+
+- Select and SelectV2 (tf.where of three arguments): ONNX's Where. tf2onnx wrote a float one as
+  cond * x + (1 - cond) * y, NaN wherever the branch not taken was infinite or NaN.
+
 A lowering that cannot take a node raises UnsupportedOpError; tf2onnx catches handler errors, so
 `Lowerings` records them for the front end to raise once conversion ends.
 """
@@ -1382,6 +1388,52 @@ def _lower_invert(e: _Emitter) -> None:
     e.finish(e.op("Sub", e.const(ones, np_dtype), e.inputs[0]))
 
 
+def _lower_bucketize(e: _Emitter) -> None:
+    """Bucketize (keras.layers.Discretization, keras.ops.digitize, tf.raw_ops.Bucketize): TF's
+    std::upper_bound over its float boundaries, the count of boundaries the value is not below,
+    written as their number less the count it is below (so a NaN, below none, gets the last
+    bucket as in TF). Values compare as C++ compares them with a float: integers converted to
+    float32, float64 against the float32 boundaries widened."""
+    boundaries = np.asarray(e.attr("boundaries", []), np.float32)
+    dtype = e.dtype(0)
+    if dtype == TensorProto.DOUBLE:
+        x, boundaries = e.inputs[0], boundaries.astype(np.float64)
+    elif dtype == TensorProto.FLOAT:
+        x = e.inputs[0]
+    else:
+        x = e.op("Cast", e.inputs[0], to=TensorProto.FLOAT)
+    if boundaries.size == 0:
+        e.finish(e.op("Cast", e.op("Less", x, x), to=TensorProto.INT32))  # every value: 0
+        return
+    below = e.op(
+        "Less", e.op("Unsqueeze", x, e.const([-1], np.int64)), e.const(boundaries, boundaries.dtype)
+    )
+    under = e.reduce_sum(e.op("Cast", below, to=TensorProto.INT32), -1)
+    e.finish(e.op("Sub", e.const(boundaries.size, np.int32), under))
+
+
+def _lower_select(e: _Emitter) -> None:
+    """Select and SelectV2 (tf.where(cond, x, y)) as ONNX's Where. tf2onnx wrote a float select
+    as cond * x + (1 - cond) * y (faster on onnxruntime, its comment says) unless it spotted a
+    NaN guard: an infinity or NaN in the branch not taken then made the result NaN, so
+    tf.where(x > 0, tf.math.log(x), 0) gave NaN at every x <= 0 where TF gives 0, and a
+    selected -0.0 lost its sign. tf.compat.v1.where's rank-1 condition picks whole rows of a
+    higher-rank x, as TF's Select does."""
+    cond = e.inputs[0]
+    cond_shape, shape = e.shape(0), e.shape(1) or e.shape(2)
+    if e.op_type == "Select" and cond_shape is not None and len(cond_shape) == 1:
+        if shape is None:
+            raise e.refuse("a rank-1 condition over values of unknown rank")
+        if len(shape) != 1:
+            rows = e.const([cond_shape[0]] + [1] * (len(shape) - 1), np.int64)
+            cond = e.op("Reshape", cond, rows)
+    x, y = e.inputs[1], e.inputs[2]
+    if e.dtype(1) == TensorProto.BOOL:  # onnxruntime has no boolean Where
+        e.finish(e.op("Or", e.op("And", cond, x), e.op("And", e.op("Not", cond), y)))
+        return
+    e.finish(e.op("Where", cond, x, y))
+
+
 LOWERINGS: dict[str, Callable[[_Emitter], None]] = {
     "ExtractImagePatches": _lower_extract_patches,
     "ResizeBilinear": _lower_resize_bilinear,
@@ -1412,4 +1464,7 @@ LOWERINGS: dict[str, Callable[[_Emitter], None]] = {
     "Xdivy": _lower_xdivy,
     "MulNoNan": _lower_mul_no_nan,
     "Invert": _lower_invert,
+    "Bucketize": _lower_bucketize,
+    "Select": _lower_select,
+    "SelectV2": _lower_select,
 }

@@ -538,6 +538,68 @@ def test_bitwise_invert_matches_tf(photos, target):
         np.testing.assert_array_equal(got[name], want.numpy(), err_msg=name)
 
 
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("signature", [[1, 30, 40, 3], [1, None, None, 3]])
+def test_bucketize_matches_tf_and_keras(photos, target, signature):
+    """keras.layers.Discretization and keras.ops.digitize (TF's Bucketize, which tf2onnx does
+    not convert): values on the boundaries, NaN and infinities (TF's last bucket for NaN),
+    float64 against float32 boundaries, integers, no boundaries at all."""
+    image = cv2.resize(photos[1], (40, 30)).astype(np.float32)[None] / 255
+    image[0, 0, :6, 0] = [0.25, np.nan, np.inf, -np.inf, 0.1, 0.75]
+    discretize = keras.layers.Discretization(bin_boundaries=[0.1, 0.25, 0.5, 0.75])
+    raw = tf.raw_ops.Bucketize
+
+    @tf.function(input_signature=[tf.TensorSpec(signature, tf.float32, name="img")])
+    def buckets(img):
+        return {
+            "keras_layer": discretize(img),
+            "digitize": keras.ops.digitize(img, [0.2, 0.4, 0.6]),
+            "float64": raw(input=tf.cast(img, tf.float64) + 1e-9, boundaries=[0.1, 0.3]),
+            "int32": raw(
+                input=tf.cast(tf.where(img < 2, img, 0) * 255, tf.int32),
+                boundaries=[-1, 3.5, 64, 200],
+            ),
+            "none": raw(input=img, boundaries=[]),
+        }
+
+    got = gdp.compile(buckets, target=target)(image)
+    for name, want in buckets(image).items():
+        assert got[name].dtype == want.dtype, name
+        np.testing.assert_array_equal(got[name], want.numpy(), err_msg=name)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("signature", [[30, 40, 3], [None, None, 3]])
+def test_where_never_reads_the_branch_not_taken(photos, target, signature):
+    """tf.where(cond, x, y) as TF's docs use it to guard a log or a division: tf2onnx wrote it
+    as cond * x + (1 - cond) * y, so the guarded NaN or infinity came through (a silent NaN
+    wherever the guard held). Also a selected -0.0, integers, booleans, and
+    tf.compat.v1.where's rank-1 condition, which picks rows."""
+    image = cv2.resize(photos[2], (40, 30)).astype(np.float32) / 255 - 0.5
+    image[0, :3, 0] = [-0.0, np.inf, np.nan]
+
+    @tf.function(input_signature=[tf.TensorSpec(signature, tf.float32, name="img")])
+    def guarded(img):
+        mean = tf.reduce_mean(img, axis=-1, keepdims=True)
+        return {
+            "safe_log": tf.where(img > 0, tf.math.log(img), 0.0),
+            "safe_division": tf.where(tf.abs(mean) > 0.1, img / mean, tf.zeros_like(img)),
+            "negative_zero": tf.where(img <= 0, img, 1.0),
+            "integers": tf.where(img > 0, tf.cast(img * 1e4, tf.int32), -7),
+            "booleans": tf.where(img[..., :1] > 0, img > 0.2, img < -0.2),
+            "v1_rows": tf.compat.v1.where(img[:, 0, 0] > 0, img, img * 2.0),
+        }
+
+    got = gdp.compile(guarded, target=target)(image)
+    for name, want in guarded(image).items():
+        want = want.numpy()
+        assert got[name].dtype == want.dtype, name
+        np.testing.assert_array_equal(np.isfinite(got[name]), np.isfinite(want), err_msg=name)
+        np.testing.assert_allclose(got[name], want, rtol=1e-6, err_msg=name)  # log's last bit
+    if target == "cpu":  # (onnxruntime's Where, the reference target's, gives -0.0 as +0.0)
+        assert np.signbit(got["negative_zero"][0, 0, 0])
+
+
 def test_erfc_of_float64_is_refused():
     fn = tf.function(tf.math.erfc, input_signature=[tf.TensorSpec([4], tf.float64)])
     with pytest.raises(UnsupportedOpError, match="Erfc of float, got DOUBLE"):
