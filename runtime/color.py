@@ -38,7 +38,7 @@ from gdp.errors import InputError
 from gdp.ops import color_tables as tables
 from gdp.runtime.launch import host_tensors, run_host_kernel
 from gdp.runtime.tir_text import describe, indent
-from gdp.runtime.workspace import output
+from gdp.runtime.workspace import empty, output
 
 # Pixels a step.
 LANES = 64
@@ -550,7 +550,7 @@ def _by_rows(image: np.ndarray, shape: tuple, name: str, text: str, tensors, sca
     """Run a row kernel (_ROWS_KERNEL) of `image` into a new array of `shape` (h, w, 3); rows
     narrower than a step run padded to one on the host."""
     h, w = shape[:2]
-    out = np.empty(shape, np.uint8)
+    out = empty(shape, np.uint8)
     if out.size == 0:
         return out
     if max(image.size, out.size) * (LANES if w < LANES else 1) > MAX_VALUES:

@@ -30,7 +30,7 @@ import numpy as np
 from gdp.errors import InputError
 from gdp.runtime.launch import host_tensors, run_host_kernel
 from gdp.runtime.tir_text import block_sums, columns, describe, indent
-from gdp.runtime.workspace import scratch
+from gdp.runtime.workspace import empty, scratch
 
 # Values an output block sums at once (4 AVX-512 registers of float32).
 BLOCK = 64
@@ -189,7 +189,7 @@ def filter2d(
     channels = image.shape[2] if image.ndim == 3 else 1
     key = (kernel.shape, kernel.tobytes())
     plan = _plan(image.shape[:2], channels, key, tuple(anchor), border, image.dtype.name, dst)
-    out = np.empty(image.shape, dst)
+    out = empty(image.shape, dst)
     if not image.size:
         return out
     h, wc = image.shape[0], image.shape[1] * channels

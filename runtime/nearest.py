@@ -18,6 +18,7 @@ import numpy as np
 from gdp.errors import InputError
 from gdp.runtime.launch import run_host_kernel
 from gdp.runtime.tir_text import describe
+from gdp.runtime.workspace import empty
 
 # Flat offsets into the source are int32.
 MAX_ELEMENTS = (1 << 31) - 1
@@ -120,7 +121,7 @@ def resize_nearest(image: np.ndarray, plan: Plan) -> np.ndarray:
             f"resize_nearest: the plan is for {plan.dtype} {plan.shape}, got {describe(image)}"
         )
     rows, cols = plan.row_offsets.size, plan.col_offsets.size
-    out = np.empty((rows, cols, *image.shape[2:]), image.dtype)
+    out = empty((rows, cols, *image.shape[2:]), image.dtype)
     if not out.size:
         return out
     name, text = source(plan.unit, plan.elements)

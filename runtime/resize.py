@@ -35,7 +35,7 @@ from gdp.errors import InputError
 from gdp.runtime.launch import host_tensors, run_host_kernel
 from gdp.runtime.lut import permutes_bytes
 from gdp.runtime.tir_text import columns, describe, indent
-from gdp.runtime.workspace import output, scratch
+from gdp.runtime.workspace import empty, output, scratch
 
 BITS = 11  # the horizontal weights' fixed point
 # Output pixels a step of the horizontal pass, output elements a step of the vertical.
@@ -353,7 +353,7 @@ def blob(image: np.ndarray, plan: Plan, swap_rb: bool, mean, scale: float, out=N
     _check(image, plan)
     shape = (plan.channels, plan.height, plan.width)
     if out is None:
-        out = np.empty(shape, np.float32)
+        out = empty(shape, np.float32)
     elif out.dtype != np.float32 or out.shape != shape or not out.flags.c_contiguous:
         raise InputError(f"blob: expected out as float32 {shape}, got {describe(out)}")
     mean4 = np.zeros(4, np.float32)
