@@ -53,6 +53,19 @@ class _Submodule:
         return getattr(getattr(_cv2, self._name), attr)
 
 
+def setNumThreads(nthreads: int) -> None:
+    """OpenCV's cv2.setNumThreads, and the same for gdp's CPU kernels: `nthreads` threads (as
+    many as gdp's pool has at most: one per physical core, or TVM_NUM_THREADS), 0 for one
+    (OpenCV: "run all its functions sequentially", what data-loader workers ask), a negative
+    count for the default. It sets the whole process's gdp kernels (gdp.compile's programs
+    too), as OpenCV's sets all of OpenCV. cv2.getNumThreads stays OpenCV's."""
+    _cv2.setNumThreads(nthreads)  # OpenCV checks the argument first: its error is the error
+    from gdp.runtime.backends.tvm import thread_pool
+
+    count = int(nthreads)
+    thread_pool.set_threads(1 if count == 0 else max(count, 0))
+
+
 def set_target(target) -> None:
     """gdp.set_target: the target of gdp.compile and of gdp.cv2's eager calls."""
     from gdp.api import set_target as set_
@@ -97,4 +110,5 @@ __all__ = [
     "error",
     "set_dispatch",
     "set_target",
+    "setNumThreads",
 ]

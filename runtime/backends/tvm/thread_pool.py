@@ -16,7 +16,11 @@ long past the fork.
 
 Both use TVM runtime symbols looked up once here, in the parent: a forked child must not
 dlopen, since another thread of the parent may have held the dynamic loader's lock at the fork
-(ray.init, forking its helper processes, deadlocked in such a lookup in the child)."""
+(ray.init, forking its helper processes, deadlocked in such a lookup in the child).
+
+The number of threads a kernel runs on (set_threads, which gdp.cv2.setNumThreads calls as
+OpenCV's does) is TVM's runtime.config_threadpool, which sets the pool of the thread that calls
+it: so each thread applies the latest setting to its own pool before its next kernel."""
 
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ import os
 import threading
 
 import tvm
+import tvm_ffi
 
 
 def _runtime_library():
@@ -43,13 +48,49 @@ _LAUNCH = getattr(_LIB, "TVMBackendParallelLaunch", None)
 _LAMBDA = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
 _NOTHING = _LAMBDA(lambda task, env, data: 0)
 
-# Whether this thread has run TVM kernels (so has a pool).
+# runtime.config_threadpool(mode, threads): the calling thread's pool, its workers of TVM's
+# AffinityMode `mode` (1, kBig: every core of a machine without big and little ones, and the
+# pool's default) and `threads` of them (0: the default). TVM never grows a pool past the size it
+# started with (TVM_NUM_THREADS, gdp's one per physical core), so more is that many.
+_CONFIGURE = tvm_ffi.get_global_func("runtime.config_threadpool", allow_missing=True)
+
+# Whether this thread has run TVM kernels (so has a pool), and the setting its pool has.
 _local = threading.local()
+
+# set_threads' count (0: the pool's default) and how many times it was set: a thread whose pool
+# has an older setting applies this one before its next kernel.
+_threads = 0
+_generation = 0
+_set_lock = threading.Lock()
+
+
+def set_threads(count: int) -> None:
+    """Run gdp's CPU kernels on `count` threads (at least 1; 0: every thread of the pool), from
+    the next kernel on, on every thread that runs them. Kernels split their work as before; a
+    count above the pool's size (one thread per physical core, or TVM_NUM_THREADS) is the
+    pool's size."""
+    global _threads, _generation
+    if not isinstance(count, int) or count < 0:
+        raise ValueError(f"set_threads: expected a count >= 0, got {count!r}")
+    with _set_lock:
+        _threads = count
+        _generation += 1
 
 
 def before_run() -> None:
-    """Called before kernels run on this thread: marks that it has a pool."""
+    """Called before kernels run on this thread: marks that it has a pool, and gives that pool
+    set_threads' count if it has an older one (one attribute read when it has not)."""
     _local.used = True
+    if getattr(_local, "generation", 0) != _generation:
+        _apply_threads()
+
+
+def _apply_threads() -> None:
+    with _set_lock:
+        count, generation = _threads, _generation
+    if _CONFIGURE is not None:
+        _CONFIGURE(1, count)
+    _local.generation = generation
 
 
 def _wake_before_fork() -> None:
@@ -60,6 +101,8 @@ def _wake_before_fork() -> None:
 def _reset_in_child() -> None:
     if _RESET is not None and getattr(_local, "used", False):
         _RESET()
+        # the new pool starts with the default count: set_threads' is applied again
+        _local.generation = 0
 
 
 os.register_at_fork(before=_wake_before_fork, after_in_child=_reset_in_child)
