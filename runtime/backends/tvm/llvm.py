@@ -179,7 +179,24 @@ def nan_propagating_min_max(mod: tvm.IRModule) -> tvm.IRModule:
             return tirx.Select(wins(a, b), a, b)  # b, a NaN when unordered
         if constant(b):
             return tirx.Select(wins(b, a), b, a)
-        return tirx.Select(tirx.Or(tirx.isnan(a), wins(a, b)), a, b)
+        # The select reads a three times and b twice: each operand that is an expression is
+        # computed once, as a let. Written out, max(max(r, g), b) held r nine times, and
+        # HSV's float kernel (its V and the min used eight times) took TVM's simplifier 55 s.
+        lets = []
+        a, b = (leaf(x, lets) for x in (a, b))
+        out = tirx.Select(tirx.Or(tirx.isnan(a), wins(a, b)), a, b)
+        for var, value in reversed(lets):
+            out = tirx.Let(var, value, out)
+        return out
+
+    def leaf(x, lets):
+        """`x` where reading it twice costs nothing (a variable, a load, a constant), else a
+        new variable that `lets` binds to it."""
+        if isinstance(x, (tvm.ir.expr.Var, tvm.ir.expr.TensorLoad, tirx.FloatImm, tirx.IntImm)):
+            return x
+        var = tirx.Var("nan_operand", x.ty)
+        lets.append((var, x))
+        return var
 
     def on_min(expr):
         return rewrite(expr, tirx.LT)
