@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ctypes
+import math
 import threading
 
 import numpy as np
@@ -27,13 +28,13 @@ def empty(shape: tuple, dtype) -> np.ndarray:
     """A new C-contiguous array, starting at an ALIGN-byte boundary where it has ALIGNED_FROM
     bytes or more."""
     dtype = np.dtype(dtype)
-    size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    size = math.prod(shape) * dtype.itemsize  # np.prod of a tuple: 3 us, this 0.2
     if size < ALIGNED_FROM:
         return np.empty(shape, dtype)
     raw = np.empty(size + ALIGN, np.uint8)
     # the address without numpy's ctypes object (2 us): ctypes' view of the buffer (0.7)
     skip = -ctypes.addressof(ctypes.c_char.from_buffer(raw)) % ALIGN
-    return raw[skip : skip + size].view(dtype).reshape(shape)
+    return np.ndarray(shape, dtype, raw, skip)  # a view of raw: raw lives as long as it
 
 
 def scratch(name: str, size: int, dtype) -> np.ndarray:
