@@ -26,7 +26,6 @@ from gdp.ops.color_tables import (
     NV_SHIFT,
     Y_FIXED,
     YUV_SHIFT,
-    hsv_tables,
     lab_corner_table,
     lab_u8_tables,
 )
@@ -44,9 +43,12 @@ def _int_to_u8(x: tf.Tensor) -> tf.Tensor:
 
 def _floor_div(x: tf.Tensor, shift: int, low: int) -> tf.Tensor:
     """floor(x / 2**shift) (OpenCV's arithmetic >>) for int32 x >= low, computed on a
-    non-negative value so that no integer division of a negative number is involved."""
+    non-negative value as an unsigned shift. (ONNX shifts only unsigned types; and a floor
+    division the compiler cannot prove non-negative becomes a division and two corrections that
+    each copy x: HSV's program held its numerators three times.)"""
     k = (-low >> shift) + 1 if low < 0 else 0
-    return (x + (k << shift)) // (1 << shift) - k
+    shifted = tf.bitwise.right_shift(tf.cast(x + (k << shift), tf.uint32), np.uint32(shift))
+    return tf.cast(shifted, tf.int32) - k
 
 
 def _rgb(image: tf.Tensor, bidx: int) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
@@ -134,18 +136,14 @@ def to_hsv(image: tf.Tensor, bidx: int) -> tf.Tensor:
         r, g, b = (tf.cast(c, tf.int32) for c in (r, g, b))
         v = tf.maximum(tf.maximum(r, g), b)
         diff = v - tf.minimum(tf.minimum(r, g), b)
-        sdiv, hdiv = hsv_tables()
         half = 1 << (HSV_SHIFT - 1)
-        scale = 1 << HSV_SHIFT
-        # diff lies in [0, 255]; the clip (no-op) says so to the compiler, whose interval
-        # arithmetic sees max - min as [-255, 255]: a proved index needs no run-time check,
-        # and the lookup fuses with what computes it.
-        diff = tf.clip_by_value(diff, 0, 255)
-        s = (diff * tf.gather(tf.constant(sdiv), v) + half) // scale
+        s = _floor_div(diff * _hsv_divided(255 << HSV_SHIFT, v) + half, HSV_SHIFT, 0)
         h = tf.where(
             tf.equal(v, r), g - b, tf.where(tf.equal(v, g), b - r + 2 * diff, r - g + 4 * diff)
         )
-        h = _floor_div(h * tf.gather(tf.constant(hdiv), diff) + half, HSV_SHIFT, -(1 << 28))
+        # 122880 = (180 << 12) / 6 exactly
+        hdiv = _hsv_divided((180 << HSV_SHIFT) // 6, diff)
+        h = _floor_div(h * hdiv + half, HSV_SHIFT, -(1 << 28))
         h = tf.where(h < 0, h + 180, h)
         return _int_to_u8(tf.stack([h, s, v], axis=-1))
     v = tf.maximum(tf.maximum(r, g), b)
@@ -160,6 +158,16 @@ def to_hsv(image: tf.Tensor, bidx: int) -> tf.Tensor:
     )
     h = tf.where(h < 0, h + np.float32(360), h)
     return tf.stack([h, s, v], axis=-1)
+
+
+def _hsv_divided(numerator: int, divisor: tf.Tensor) -> tf.Tensor:
+    """OpenCV's HSV tables (gdp.ops.color_tables.hsv_tables: round(numerator / i), 0 at i = 0)
+    at `divisor` (int32 in 0..255), as a float32 division and a round: equal to the tables at
+    every i (no quotient is a tie), as gdp.runtime.color's kernel computes them. Gathered from
+    the tables, the uint8 program's first call compiled for 40 s (the gathers' clamped indices,
+    copied into each use, held TVM's simplifier)."""
+    quotient = np.float32(numerator) / tf.cast(tf.maximum(divisor, 1), tf.float32)
+    return tf.where(divisor > 0, tf.cast(tf.round(quotient), tf.int32), 0)
 
 
 def from_hsv(image: tf.Tensor, bidx: int, simd_block: int = 0) -> tf.Tensor:

@@ -151,6 +151,29 @@ def test_programs_as_opencv(monkeypatch):
     assert cv2.cache_info().programs > 0
 
 
+@pytest.mark.parametrize(
+    "code", [real.COLOR_BGR2HSV, real.COLOR_RGB2YCrCb], ids=["BGR2HSV", "RGB2YCrCb"]
+)
+def test_programs_of_every_colour_as_opencv(monkeypatch, code):
+    """The programs' own arithmetic (HSV's divisions in place of OpenCV's tables, the
+    fixed-point shifts as unsigned shifts) on every colour, bit for bit."""
+    monkeypatch.setattr(common, "on_host", lambda *a, **k: False)
+    src = _every_colour(3)
+    np.testing.assert_array_equal(cv2.cvtColor(src, code), real.cvtColor(src, code))
+
+
+def test_hsv_divisions_are_opencvs_tables():
+    import tensorflow as tf
+
+    from gdp.ops.color import _hsv_divided
+    from gdp.ops.color_tables import HSV_SHIFT, hsv_tables
+
+    levels = tf.range(256, dtype=tf.int32)
+    sdiv, hdiv = hsv_tables()
+    np.testing.assert_array_equal(_hsv_divided(255 << HSV_SHIFT, levels).numpy(), sdiv)
+    np.testing.assert_array_equal(_hsv_divided((180 << HSV_SHIFT) // 6, levels).numpy(), hdiv)
+
+
 def test_kernel_refuses_what_it_does_not_take():
     with pytest.raises(InputError, match="uint8"):
         color.convert(np.zeros((4, 4, 3), np.float32), "to_gray", bidx=0)
