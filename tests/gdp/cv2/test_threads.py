@@ -21,9 +21,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__)
 
 # Each step: set a count, run 1080p GaussianBlur and BGR2GRAY (hand kernels) and a 1080p
 # resize to 1/3 by AREA (a compiled program) on the main thread, the first two on another
-# thread too, check each
-# result against OpenCV's, and print the shares of the
-# CPU time the two busiest threads took.
+# thread too, check each result against OpenCV's, and print OpenCV's thread count and the
+# shares of the CPU time the two busiest threads took.
 _CHILD = """
 import os, threading, time
 import numpy as np
@@ -130,7 +129,7 @@ def test_zero_runs_on_one_thread_and_a_negative_count_restores_the_pool():
             assert int(opencv_threads) == 1  # OpenCV's count was set as well
         else:  # the default: the work is shared
             assert second >= 0.1, (step, where, rows)
-            assert int(opencv_threads) == real.getNumThreads()
+            assert int(opencv_threads) >= 2  # OpenCV's default: every CPU
 
 
 def test_opencv_refuses_what_it_refuses():
