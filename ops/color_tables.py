@@ -35,7 +35,8 @@ HSV_SHIFT = 12
 
 def hsv_tables() -> tuple[np.ndarray, np.ndarray]:
     """OpenCV's sdiv_table and hdiv_table (hrange 180): round((255 << 12) / i), round((180 <<
-    12) / (6 i)), 0 at i = 0."""
+    12) / (6 i)), 0 at i = 0. The reference only: the programs (gdp.ops.color._hsv_divided) and
+    the hand kernels compute them by a float32 division, checked equal to these in the tests."""
     i = np.arange(256, dtype=np.float64)
     with np.errstate(divide="ignore"):
         sdiv = np.where(i == 0, 0, np.rint((255 << HSV_SHIFT) / i))
