@@ -16,8 +16,11 @@ import numpy as np
 from gdp.cv2 import common, engine
 from gdp.runtime import lut
 from gdp.runtime.blend import add_weighted
+from gdp.runtime.convert import scale_to_float32
+from gdp.runtime.extrema import extrema
 from gdp.runtime.lut import histogram, lookup
 from gdp.runtime.moments import sums
+from gdp.runtime.nonzero import count_non_zero
 
 ops = common.LazyModule("gdp.ops.pointwise")
 
@@ -367,9 +370,63 @@ def normalize(src, dst=None, alpha=1.0, beta=0.0, norm_type=_cv2.NORM_L2, dtype=
         if graph:
             raise common.error("normalize", reason)
         raise common.NotAccelerated(reason)
+    if (
+        not graph
+        and _dtype(src) == "uint8"
+        and src.size
+        and common.on_host(src, out_bytes=src.size * 4)
+    ):
+        # the extremes or the norm (gdp.runtime.extrema, moments), then a table of the levels
+        # or the float32 kernel
+        scale, shift = _normalize_factors(
+            src, int(norm_type), float(alpha), float(beta), out_dtype == "float32"
+        )
+        if math.isfinite(_f32(scale)) and math.isfinite(_f32(shift)):
+            if out_dtype == "uint8":
+                into = common.into(dst, src.shape, np.uint8, src, in_place=True)
+                return common.finish(lookup(src, _scale_shift_table(scale, shift), into), dst)
+            into = common.into(dst, src.shape, np.float32, src)
+            return common.finish(scale_to_float32(src, scale, shift, into), dst)
     values = {"alpha": float(alpha), "beta": float(beta)}
     params = {"norm_type": int(norm_type), "dtype": out_dtype}
     return engine.call("normalize", _normalize, [src], params, dst, values, True)
+
+
+_DBL_EPSILON = float(np.finfo(np.float64).eps)  # gdp.ops.pointwise.DBL_EPSILON, without TF
+
+
+def _normalize_factors(
+    src: np.ndarray, norm_type: int, alpha: float, beta: float, to_float32: bool
+) -> tuple[float, float]:
+    """(scale, shift) of normalize for a uint8 image, as OpenCV computes them in float64: from
+    its extremes (NORM_MINMAX, and NORM_INF: the largest value) or its sums. Into float32,
+    NORM_MINMAX's are OpenCV's float32 ones: the scale rounded, the shift a float32 difference
+    (float)dmin - (float)(smin * scale)."""
+    if norm_type in (_cv2.NORM_MINMAX, _cv2.NORM_INF):
+        found = extrema(src)
+        low, high = float(found.low), float(found.high)
+    if norm_type == _cv2.NORM_MINMAX:
+        dmin, dmax = min(alpha, beta), max(alpha, beta)
+        span = high - low
+        scale = (dmax - dmin) * (1.0 / span if span > _DBL_EPSILON else 0.0)
+        if to_float32:
+            scale = _f32(scale)
+            return scale, float(np.float32(dmin) - np.float32(low * scale))
+        return scale, dmin - low * scale
+    if norm_type == _cv2.NORM_INF:
+        n = high
+    else:  # exact integer sums: their float64 total is the same in any order
+        totals, squares = sums(src)
+        n = float(totals.sum()) if norm_type == _cv2.NORM_L1 else math.sqrt(float(squares.sum()))
+    return (alpha / n if n > _DBL_EPSILON else 0.0), 0.0
+
+
+@functools.lru_cache(maxsize=64)
+def _scale_shift_table(scale: float, shift: float) -> np.ndarray:
+    """convertTo(CV_8U, scale, shift) of every uint8 level: gdp.ops.pointwise.scale_shift's
+    (float32 factors, the float64 product and sum rounded to float32, then saturated)."""
+    x = np.arange(256, dtype=np.float64) * _f32(scale) + _f32(shift)
+    return np.clip(np.rint(x.astype(np.float32)), 0, 255).astype(np.uint8)
 
 
 # --- statistics ------------------------------------------------------------------------------
@@ -558,6 +615,17 @@ def minMaxLoc(src, mask=None):
     if reason:
         raise common.NotAccelerated(reason)
     width = int(src.shape[1])
+    if not graph and src.size and common.on_host(src):  # gdp.runtime.extrema's kernel
+        found = extrema(src)
+        if found.nans:
+            raise common.NotAccelerated("the image holds NaN")  # as below
+        low, high = found.first_low, found.first_high
+        return (
+            float(found.low),
+            float(found.high),
+            (low % width, low // width),
+            (high % width, high // width),
+        )
     if graph:
         import tensorflow as tf
 
@@ -582,6 +650,8 @@ def countNonZero(src):
         raise common.NotAccelerated(reason)
     if graph:
         return _count_non_zero(src)
+    if common.on_host(src):  # gdp.runtime.nonzero's kernel
+        return count_non_zero(src)
     return int(engine.run("countNonZero", _count_non_zero, [src], {}, free=True))
 
 
