@@ -4,8 +4,9 @@ and the same threads (gdp.benchmarking.compare), and store the dispatch table th
 to OpenCV where OpenCV measured faster. `gdp bench --cv2` (benchmarks/cv2_functions.py) runs
 the same calls and shows the table.
 
-The calls are one common use per function (per variant for cvtColor, resize, warpAffine,
-threshold), as people write them; a function not listed has no entry and always runs gdp.
+The calls are one common use of every accelerated function (per variant for cvtColor, resize,
+warpAffine, threshold; normalize's NORM_MINMAX), as people write them; a call or variant without
+an entry runs gdp (tests/gdp/cv2/test_dispatch.py holds every function to having one).
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ def calls(bgr: np.ndarray, gray: np.ndarray) -> list[Call]:
     rotation = _real.getRotationMatrix2D((w / 2, h / 2), 17, 0.9)
     kernel = _real.getStructuringElement(_real.MORPH_RECT, (5, 5))
     third = (max(1, w // 3), max(1, h // 3))
+    taps = _real.getGaussianKernel(5, 0)
+    sharpen = np.array([[0, -1, 0], [-1, 5, -1], [0, -1, 0]], np.float32)
+    negative = np.arange(255, -1, -1, dtype=np.uint8)
     return [
         Call("GaussianBlur 5x5 BGR", "GaussianBlur", (bgr, (5, 5), 0), {}),
         Call("blur 5x5 BGR", "blur", (bgr, (5, 5)), {}),
@@ -106,6 +110,36 @@ def calls(bgr: np.ndarray, gray: np.ndarray) -> list[Call]:
             (bgr, 1 / 255, (224, 224)),
             {"swapRB": True},
         ),
+        Call(
+            "dnn.blobFromImages 2x224",
+            "dnn.blobFromImages",
+            ([bgr, bgr[::-1]], 1 / 255, (224, 224)),
+            {"swapRB": True},
+        ),
+        Call("boxFilter 3x3 BGR", "boxFilter", (bgr, -1, (3, 3)), {}),
+        Call("sepFilter2D 5-tap BGR", "sepFilter2D", (bgr, -1, taps, taps), {}),
+        Call("filter2D 3x3 sharpen BGR", "filter2D", (bgr, -1, sharpen), {}),
+        Call("Scharr dx 16S gray", "Scharr", (gray, _real.CV_16S, 1, 0), {}),
+        Call("morphologyEx OPEN 5x5 gray", "morphologyEx", (gray, _real.MORPH_OPEN, kernel), {}),
+        Call(
+            "copyMakeBorder 16 REFLECT_101 BGR",
+            "copyMakeBorder",
+            (bgr, 16, 16, 16, 16, _real.BORDER_REFLECT_101),
+            {},
+        ),
+        Call("transpose gray", "transpose", (gray,), {}),
+        Call("rotate 90 BGR", "rotate", (bgr, _real.ROTATE_90_CLOCKWISE), {}),
+        Call("LUT BGR", "LUT", (bgr, negative), {}),
+        Call(
+            "normalize MINMAX BGR to 32F",
+            "normalize",
+            (bgr, None, 0.0, 1.0, _real.NORM_MINMAX, _real.CV_32F),
+            {},
+        ),
+        Call("minMaxLoc gray", "minMaxLoc", (gray,), {}),
+        Call("countNonZero gray", "countNonZero", (gray,), {}),
+        Call("mean BGR", "mean", (bgr,), {}),
+        Call("sumElems BGR", "sumElems", (bgr,), {}),
     ]
 
 

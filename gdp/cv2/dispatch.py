@@ -45,6 +45,7 @@ VARIANTS: dict[str, tuple[int, str, Any]] = {
     "resize": (5, "interpolation", _cv2.INTER_LINEAR),
     "warpAffine": (4, "flags", _cv2.INTER_LINEAR),
     "threshold": (3, "type", None),
+    "normalize": (4, "norm_type", _cv2.NORM_L2),
 }
 
 _lock = threading.Lock()

@@ -234,3 +234,14 @@ def test_a_process_whose_first_call_is_inside_a_tf_function():
     command = [sys.executable, "-c", textwrap.dedent(code)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, cwd=root)
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_every_accelerated_function_is_calibrated():
+    """A function without a calibrated call has no entry in the table, so it runs gdp's kernels
+    at every size however slow they measure there: each has one, one call a key (the table
+    keeps one time a key and size class)."""
+    bgr, gray = calibration.photo(60, 80)
+    calls = calibration.calls(bgr, gray)
+    assert {c.function for c in calls} == set(common.ACCELERATED)
+    keys = [c.key for c in calls]
+    assert len(keys) == len(set(keys))
