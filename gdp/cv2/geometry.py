@@ -15,6 +15,7 @@ ops_geometry = common.LazyModule("gdp.ops.geometry")
 resize_tables = common.LazyModule("gdp.ops.resize_tables")
 ops_scalar = common.LazyModule("gdp.ops.scalar")
 rt_nearest = common.LazyModule("gdp.runtime.nearest")
+rt_pad = common.LazyModule("gdp.runtime.pad")
 rt_resize = common.LazyModule("gdp.runtime.resize")
 rt_warp = common.LazyModule("gdp.runtime.warp")
 
@@ -56,6 +57,13 @@ def copyMakeBorder(src, top, bottom, left, right, borderType, dst=None, value=No
         border=border,
         value=scalar,
     )
+    if src.dtype == common.UINT8 and common.on_host(src):  # gdp.runtime.pad's kernel
+        h, w = src.shape[:2]
+        out_shape = (h + int(top) + int(bottom), w + int(left) + int(right), *src.shape[2:])
+        fill = ops_scalar.saturated_scalar(scalar, common.channels(src), np.uint8)
+        into = common.into(dst, out_shape, np.uint8, src)
+        sides = (int(top), int(bottom), int(left), int(right))
+        return common.finish(rt_pad.pad(src, *sides, border, tuple(fill.tolist()), into), dst)
     # One program for every image larger than its borders (gdp.ops.border.pad_any_size).
     h, w = src.shape[:2]  # None in a graph of free size (a chain): no call of its own there
     free = h is not None and w is not None and h > max(top, bottom) and w > max(left, right)
