@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 
 import cv2 as _cv2
 import numpy as np
@@ -57,15 +58,16 @@ def copyMakeBorder(src, top, bottom, left, right, borderType, dst=None, value=No
         border=border,
         value=scalar,
     )
-    if src.dtype == common.UINT8 and common.on_host(src):  # gdp.runtime.pad's kernel
-        h, w = src.shape[:2]
-        out_shape = (h + int(top) + int(bottom), w + int(left) + int(right), *src.shape[2:])
-        fill = ops_scalar.saturated_scalar(scalar, common.channels(src), np.uint8)
-        into = common.into(dst, out_shape, np.uint8, src)
-        sides = (int(top), int(bottom), int(left), int(right))
-        return common.finish(rt_pad.pad(src, *sides, border, tuple(fill.tolist()), into), dst)
-    # One program for every image larger than its borders (gdp.ops.border.pad_any_size).
     h, w = src.shape[:2]  # None in a graph of free size (a chain): no call of its own there
+    if src.dtype == common.UINT8 and not engine.is_graph_call(src):
+        out_shape = (h + int(top) + int(bottom), w + int(left) + int(right), *src.shape[2:])
+        if common.on_host(src, out_bytes=math.prod(out_shape)):  # gdp.runtime.pad's kernel
+            fill = ops_scalar.saturated_scalar(scalar, common.channels(src), np.uint8)
+            into = common.into(dst, out_shape, np.uint8, src)
+            sides = (int(top), int(bottom), int(left), int(right))
+            result = rt_pad.pad(src, *sides, border, tuple(fill.tolist()), into)
+            return common.finish(result, dst)
+    # One program for every image larger than its borders (gdp.ops.border.pad_any_size).
     free = h is not None and w is not None and h > max(top, bottom) and w > max(left, right)
     return engine.call("copyMakeBorder", _pad, [src], params, dst, free=free)
 
