@@ -5,9 +5,10 @@ and NORM_INF of uint8 images.
 Why by hand: as a graph, the minimum, the maximum and the two ArgMin/ArgMax ran as four
 reductions through the compiled program: minMaxLoc of a 1080p gray image took 6.2 ms against
 OpenCV's 0.09, normalize of a 480p gray one 0.73 ms against 0.04. Here each strip of the array
-keeps LANES lanes of running minima and maxima and, beside them, the position where each lane
-first reached its value (a strictly smaller value moves it, an equal one does not); the host
-picks the extremes and, among the lanes that hold one, the first position. A float32 NaN is
+runs in blocks of BLOCK vectors: a block's lane-wise minima and maxima, then each lane's running
+extreme and the block where it was first reached (a strictly smaller value moves it, an equal
+one does not); a serial epilogue picks the extremes and, among the lanes that hold one, the
+first such block, which the host scans for the first position. A float32 NaN is
 counted, and an array holding one has no extremes here: the caller decides what it means
 (OpenCV's own answers for NaN differ by version).
 """
@@ -21,7 +22,7 @@ import numpy as np
 
 from gdp.errors import InputError
 from gdp.runtime.launch import run_host_kernel
-from gdp.runtime.tir_text import describe
+from gdp.runtime.tir_text import describe, indent
 
 # Values a vector (64 bytes), by dtype.
 LANES = {"uint8": 64, "float32": 16}
@@ -135,10 +136,6 @@ def {name}(img_handle: T.handle, result_handle: T.handle, strips: T.int32):
 """
 
 
-def _indent(text: str, spaces: int) -> str:
-    return "\n".join(" " * spaces + line for line in text.splitlines())
-
-
 @functools.cache
 def source(dtype: str) -> tuple[str, str]:
     lanes = LANES[dtype]
@@ -160,11 +157,11 @@ def source(dtype: str) -> tuple[str, str]:
         max_lanes=MAX_STRIPS * lanes,
         start=f"n // strips * (j // {lanes}) // {lanes} * {lanes}",
         block_values=BLOCK * lanes,
-        vector=_indent(vector, 20),
-        running=_indent(
+        vector=indent(vector, 20),
+        running=indent(
             _RUNNING_UPDATE.format(lane="i", block="b", low="blo[i]", high="bhi[i]"), 16
         ),
-        tail=_indent(tail, 16),
+        tail=indent(tail, 16),
     )
     return name, text
 
@@ -205,12 +202,16 @@ def extrema(values: np.ndarray) -> Extrema:
         return Extrema(float("nan"), float("nan"), -1, -1, int(nans))
     kind = flat.dtype.type
     low, high = kind(low), kind(high)
-    first_low, first_high = _first(flat, low, int(low_block)), _first(flat, high, int(high_block))
+    span = BLOCK * lanes
+    first_low, first_high = (
+        _first(flat, low, int(low_block), span),
+        _first(flat, high, int(high_block), span),
+    )
     return Extrema(low.item(), high.item(), first_low, first_high, 0)
 
 
-def _first(flat: np.ndarray, value, start: int) -> int:
-    """The first position of `value` in `flat`, in the block from `start` on (the first block
-    where a lane that holds it reached it: every position before it holds other values)."""
-    segment = flat[start : start + BLOCK * LANES[_NAMES[flat.dtype]]]
-    return start + int(np.argmax(segment == value))
+def _first(flat: np.ndarray, value, start: int, span: int) -> int:
+    """The first position of `value` in `flat`, in the block of `span` values from `start` on
+    (the first block where a lane that holds it reached it: every position before it holds
+    other values)."""
+    return start + int(np.argmax(flat[start : start + span] == value))

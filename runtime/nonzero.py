@@ -78,9 +78,13 @@ def {name}(img_handle: T.handle, zeros_handle: T.handle, strips: T.int32):
 def source(dtype: str) -> tuple[str, str]:
     lanes = 64 // np.dtype(dtype).itemsize
     name = f"zeros_{dtype}_x{lanes}"
-    zero = f"T.{dtype}(0)" if dtype != "float32" else "T.float32(0)"
     text = _SOURCE.format(
-        name=name, dtype=dtype, lanes=lanes, block=BLOCK, zero=zero, max_strips=MAX_STRIPS
+        name=name,
+        dtype=dtype,
+        lanes=lanes,
+        block=BLOCK,
+        zero=f"T.{dtype}(0)",
+        max_strips=MAX_STRIPS,
     )
     return name, text
 

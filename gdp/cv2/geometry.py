@@ -60,11 +60,11 @@ def copyMakeBorder(src, top, bottom, left, right, borderType, dst=None, value=No
     )
     h, w = src.shape[:2]  # None in a graph of free size (a chain): no call of its own there
     if src.dtype == common.UINT8 and not engine.is_graph_call(src):
-        out_shape = (h + int(top) + int(bottom), w + int(left) + int(right), *src.shape[2:])
+        sides = (params["top"], params["bottom"], params["left"], params["right"])
+        out_shape = (h + sides[0] + sides[1], w + sides[2] + sides[3], *src.shape[2:])
         if common.on_host(src, out_bytes=math.prod(out_shape)):  # gdp.runtime.pad's kernel
             fill = ops_scalar.saturated_scalar(scalar, common.channels(src), np.uint8)
             into = common.into(dst, out_shape, np.uint8, src)
-            sides = (int(top), int(bottom), int(left), int(right))
             result = rt_pad.pad(src, *sides, border, tuple(fill.tolist()), into)
             return common.finish(result, dst)
     # One program for every image larger than its borders (gdp.ops.border.pad_any_size).

@@ -199,12 +199,17 @@ def _f32(value: float) -> float:
     return float(np.float32(value))
 
 
+def _scaled_levels(scale: float, shift: float) -> np.ndarray:
+    """Every uint8 level times float32(scale) plus float32(shift), in float32: the product is
+    exact in float64, so the sum rounds once (OpenCV's float32 fma)."""
+    return (np.arange(256, dtype=np.float64) * _f32(scale) + _f32(shift)).astype(np.float32)
+
+
 @functools.lru_cache(maxsize=64)
 def _scale_abs_table(alpha: float, beta: float) -> np.ndarray:
     """convertScaleAbs of every uint8 level: gdp.ops.pointwise.convert_scale_abs's table (kept
     for the calls' last values; shared: never written)."""
-    x = np.arange(256, dtype=np.float64) * _f32(alpha) + _f32(beta)
-    return np.clip(np.rint(np.abs(x.astype(np.float32))), 0, 255).astype(np.uint8)
+    return np.clip(np.rint(np.abs(_scaled_levels(alpha, beta))), 0, 255).astype(np.uint8)
 
 
 def _lookup(image, table):
@@ -370,12 +375,7 @@ def normalize(src, dst=None, alpha=1.0, beta=0.0, norm_type=_cv2.NORM_L2, dtype=
         if graph:
             raise common.error("normalize", reason)
         raise common.NotAccelerated(reason)
-    if (
-        not graph
-        and _dtype(src) == "uint8"
-        and src.size
-        and common.on_host(src, out_bytes=src.size * 4)
-    ):
+    if not graph and _dtype(src) == "uint8" and common.on_host(src, out_bytes=src.size * 4):
         # the extremes or the norm (gdp.runtime.extrema, moments), then a table of the levels
         # or the float32 kernel
         scale, shift = _normalize_factors(
@@ -423,10 +423,9 @@ def _normalize_factors(
 
 @functools.lru_cache(maxsize=64)
 def _scale_shift_table(scale: float, shift: float) -> np.ndarray:
-    """convertTo(CV_8U, scale, shift) of every uint8 level: gdp.ops.pointwise.scale_shift's
-    (float32 factors, the float64 product and sum rounded to float32, then saturated)."""
-    x = np.arange(256, dtype=np.float64) * _f32(scale) + _f32(shift)
-    return np.clip(np.rint(x.astype(np.float32)), 0, 255).astype(np.uint8)
+    """convertTo(CV_8U, scale, shift) of every uint8 level: gdp.ops.pointwise.scale_shift's,
+    saturated."""
+    return np.clip(np.rint(_scaled_levels(scale, shift)), 0, 255).astype(np.uint8)
 
 
 # --- statistics ------------------------------------------------------------------------------
@@ -615,7 +614,7 @@ def minMaxLoc(src, mask=None):
     if reason:
         raise common.NotAccelerated(reason)
     width = int(src.shape[1])
-    if not graph and src.size and common.on_host(src):  # gdp.runtime.extrema's kernel
+    if not graph and common.on_host(src):  # gdp.runtime.extrema's kernel
         found = extrema(src)
         if found.nans:
             raise common.NotAccelerated("the image holds NaN")  # as below
