@@ -337,7 +337,7 @@ HOST_KERNEL_BYTES = 1 << 31
 
 def on_host(*arrays, out_bytes: int = 0) -> bool:
     """Whether an eager call on these arrays runs gdp.runtime's hand kernels for the host CPU
-    (warp, lookup, histogram, nearest, moments, blend, morph, Canny's levels, filter2d,
+    (warp, lookup, histogram, nearest, moments, blend, morph, Canny's levels, filter2d, transpose,
     separable): on arrays under 2 GB (and an output of `out_bytes`), on the cpu target (other
     targets run the compiled program on their chip)."""
     for a in arrays:  # a loop, not any(generator): this runs on every eager call

@@ -18,6 +18,7 @@ ops_scalar = common.LazyModule("gdp.ops.scalar")
 rt_nearest = common.LazyModule("gdp.runtime.nearest")
 rt_pad = common.LazyModule("gdp.runtime.pad")
 rt_resize = common.LazyModule("gdp.runtime.resize")
+rt_transpose = common.LazyModule("gdp.runtime.transpose")
 rt_warp = common.LazyModule("gdp.runtime.warp")
 
 # gdp.ops's codes are OpenCV's (not read from gdp.ops: that would import TensorFlow)
@@ -103,7 +104,20 @@ def _transpose(image):
 @common.accelerate("transpose")
 def transpose(src, dst=None):
     src = common.image("transpose", src)
+    if _moves_on_host(src):
+        return _move(src, "transpose", dst)
     return engine.call("transpose", _transpose, [src], {}, dst, free=True)
+
+
+def _moves_on_host(src) -> bool:
+    """Whether a transpose or 90-degree rotation runs gdp.runtime.transpose's kernel."""
+    return not engine.is_graph_call(src) and common.on_host(src) and rt_transpose.takes(src)
+
+
+def _move(src: np.ndarray, kind: str, dst) -> np.ndarray:
+    h, w = src.shape[:2]
+    into = common.into(dst, (w, h, *src.shape[2:]), src.dtype, src)
+    return common.finish(rt_transpose.move(src, kind, into), dst)
 
 
 def _rotate(image, code: int):
@@ -119,6 +133,9 @@ def rotate(src, rotateCode, dst=None):
     codes = (_cv2.ROTATE_90_CLOCKWISE, _cv2.ROTATE_180, _cv2.ROTATE_90_COUNTERCLOCKWISE)
     if rotateCode not in codes:
         raise common.error("rotate", f"unknown rotateCode {rotateCode}")
+    if rotateCode != _cv2.ROTATE_180 and _moves_on_host(src):
+        kind = "clockwise" if rotateCode == _cv2.ROTATE_90_CLOCKWISE else "counterclockwise"
+        return _move(src, kind, dst)
     return engine.call("rotate", _rotate, [src], {"code": int(rotateCode)}, dst, free=True)
 
 
