@@ -19,7 +19,7 @@ from gdp.runtime.blend import add_weighted
 from gdp.runtime.convert import scale_to_float32
 from gdp.runtime.extrema import extrema
 from gdp.runtime.lut import histogram, lookup
-from gdp.runtime.moments import sums
+from gdp.runtime.moments import channel_sums, sums
 from gdp.runtime.nonzero import count_non_zero
 
 ops = common.LazyModule("gdp.ops.pointwise")
@@ -591,7 +591,7 @@ def mean(src, mask=None):
     if graph:
         return _four_tensor(ops.mean_channels(src))
     if _host_moments(src):
-        return _four(sums(src)[0] * _pixel_scale(src))
+        return _four(channel_sums(src) * _pixel_scale(src))
     return _four(engine.run("mean", _mean_channels, [src], {}, free=True))
 
 
@@ -603,7 +603,7 @@ def sumElems(src):
     if graph:
         return _four_tensor(ops.sum_channels(src))
     if _host_moments(src):
-        return _four(sums(src)[0])
+        return _four(channel_sums(src))
     return _four(engine.run("sumElems", _sum_channels, [src], {}, free=True))
 
 

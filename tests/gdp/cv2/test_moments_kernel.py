@@ -1,7 +1,8 @@
 """meanStdDev, mean and sumElems of uint8 images run on the cpu target through
-gdp.runtime.moments' kernel: bit for bit OpenCV's on real photos, random images of 1 to 4
-channels and views, on both thread counts; the kernel's exact sums against NumPy at sizes that
-move its strips, vectors and int64 flushes, with every value 255 (its lanes' largest)."""
+gdp.runtime.moments' kernels (the sums with their squares, and the sums alone): bit for bit
+OpenCV's on real photos, random images of 1 to 4 channels and views, on both thread counts; the
+kernels' exact sums against NumPy at sizes that move their strips, vectors and int64 flushes,
+with every value 255 (their lanes' largest)."""
 
 import cv2 as real
 import numpy as np
@@ -61,6 +62,8 @@ def test_kernel_sums_exactly(channels):
         values = image.reshape(-1, channels).astype(np.int64)
         np.testing.assert_array_equal(totals, values.sum(axis=0), err_msg=str(pixels))
         np.testing.assert_array_equal(squares, (values * values).sum(axis=0), err_msg=str(pixels))
+        sums = moments.channel_sums(image)
+        np.testing.assert_array_equal(sums, values.sum(axis=0), err_msg=str(pixels))
 
 
 def test_kernel_lanes_at_their_largest():
@@ -69,6 +72,9 @@ def test_kernel_lanes_at_their_largest():
     totals, squares = moments.sums(image)
     np.testing.assert_array_equal(totals, [255 * 16_000_000] * 3)
     np.testing.assert_array_equal(squares, [65025 * 16_000_000] * 3)
+    # and the sums' uint16 lanes reach CHUNKS * 255 before theirs
+    np.testing.assert_array_equal(moments.channel_sums(image), [255 * 16_000_000] * 3)
+    np.testing.assert_array_equal(moments.channel_sums(image[:, :, 0]), [255 * 16_000_000])
 
 
 def test_kernel_refuses_what_it_does_not_take():
@@ -76,3 +82,7 @@ def test_kernel_refuses_what_it_does_not_take():
         moments.sums(np.zeros((4, 4), np.float32))
     with pytest.raises(InputError, match="5 channels"):
         moments.sums(np.zeros((4, 4, 5), np.uint8))
+    with pytest.raises(InputError, match="uint8"):
+        moments.channel_sums(np.zeros((4, 4), np.int16))
+    with pytest.raises(InputError, match="got 5"):
+        moments.channel_sums(np.zeros((4, 4, 5), np.uint8))
