@@ -213,5 +213,9 @@ def extrema(values: np.ndarray) -> Extrema:
 def _first(flat: np.ndarray, value, start: int, span: int) -> int:
     """The first position of `value` in `flat`, in the block of `span` values from `start` on
     (the first block where a lane that holds it reached it: every position before it holds
-    other values)."""
-    return start + int(np.argmax(flat[start : start + span] == value))
+    other values). A uint8 block's by memchr (bytes.find: 1 us, NumPy's compare and argmax
+    over its 16 KB 4 us)."""
+    block = flat[start : start + span]
+    if flat.dtype == np.uint8:
+        return start + block.tobytes().find(int(value))
+    return start + int(np.argmax(block == value))
