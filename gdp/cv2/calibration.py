@@ -129,6 +129,7 @@ def calls(bgr: np.ndarray, gray: np.ndarray) -> list[Call]:
         ),
         Call("transpose gray", "transpose", (gray,), {}),
         Call("rotate 90 BGR", "rotate", (bgr, _real.ROTATE_90_CLOCKWISE), {}),
+        Call("rotate 180 BGR", "rotate", (bgr, _real.ROTATE_180), {}),
         Call("LUT BGR", "LUT", (bgr, negative), {}),
         Call(
             "normalize MINMAX BGR to 32F",

@@ -46,6 +46,8 @@ VARIANTS: dict[str, tuple[int, str, Any]] = {
     "warpAffine": (4, "flags", _cv2.INTER_LINEAR),
     "threshold": (3, "type", None),
     "normalize": (4, "norm_type", _cv2.NORM_L2),
+    # 90 degrees: gdp.runtime.transpose's kernel; 180: the program of a flip
+    "rotate": (1, "rotateCode", None),
 }
 
 _lock = threading.Lock()
