@@ -10,6 +10,10 @@ Arithmetic: OpenCV's for these (exact integer sums, then one rounding):
   (sum + 2^15) >> 16, as its bit-exact GaussianBlur. Weights that share a power of two are
   divided by it and the shift shortened by as much (the same result: OpenCV's 5x5 table is
   16 * [1, 4, 6, 4, 1], whose sums then fit 16-bit lanes, against 32-bit ones);
+- `gaussian_even`: the same sums, rounded as OpenCV's sepFilter2D rounds them where it runs a
+  smoothing kernel of 8-bit fixed-point weights (its "bit-exact" mode, as a gaussian of sigma
+  0): half to even in its vector loop, the values of a row before `vector_end` (a multiple of
+  its vector, which gdp.cv2 asks OpenCV), half up in its scalar tail;
 - `box`: the window sum, then (sum + p0) * p1 >> 23 (p0, p1: its ColumnSum's rounding delta and
   fixed-point divisor), at most 255, as its box filter of uint8 over at most 256 values;
 - `box_scaled`: the window sum times `scale` rounded half to even, as its box filter over more
@@ -64,6 +68,7 @@ FOLDED = frozenset({(1, 2, 1), (1, 4, 6, 4, 1), (1, 6, 15, 20, 15, 6, 1)})
 # The results the kernel is made for, and their types.
 FINISH = {
     "gaussian": "uint8",
+    "gaussian_even": "uint8",
     "box": "uint8",
     "box_scaled": "uint8",
     "int16": "int16",
@@ -73,12 +78,18 @@ FINISH = {
 # The finishes of float32 images (the others take uint8 ones): those with float32 results.
 FLOAT_FINISHES = tuple(finish for finish, result in FINISH.items() if result == "float32")
 
-# The column sum `{v}` (of the column type) to the result.
+# The column sum `{v}` (of the column type) of row value `{x}` to the result.
 _STORE = {
     # in the column type, which holds the sum plus p0 (the rounding: _plan); the sum >= 0
     "gaussian": (
         'T.Cast("uint8", T.min(T.shift_right({v} + T.Cast("{column}", p0),'
         ' T.Cast("{column}", p1)), T.{column}(255)))'
+    ),
+    # half to even: + p0 - 1, and 1 more where the quotient's last bit is 1 (p1 >= 2 here)
+    "gaussian_even": (
+        'T.Cast("uint8", T.min(T.shift_right({v} + T.Cast("{column}", p0 - 1) + T.Select({x} <'
+        ' vector_end, T.bitwise_and(T.shift_right({v}, T.Cast("{column}", p1)), T.{column}(1)),'
+        ' T.{column}(1)), T.Cast("{column}", p1)), T.{column}(255)))'
     ),
     # (sum + p0) * p1 < 2^32 for every area OpenCV takes this way (at most 256 values)
     "box": (
@@ -236,6 +247,7 @@ def {name}(
     p1: T.int32,
     scale: T.float64,
     delta: T.float64,
+    vector_end: T.int32,
     strips: T.int32,
 ):
     T.func_attr({{"global_symbol": "{name}", "tir.noalias": True}})
@@ -372,7 +384,8 @@ def source(
         weight = "" if ones else (folded[1] if folded else "ky[{t}]")
         value = f"ring[offsets[s * ny + ({{t}})] + xo * {BLOCK} + i]"
         block = block_sums(
-            f"out[y, xo * {BLOCK} + i] = {_STORE[finish].format(v='sums[i]', column=column)}",
+            f"out[y, xo * {BLOCK} + i] = "
+            + _STORE[finish].format(v="sums[i]", x=f"xo * {BLOCK} + i", column=column),
             value,
             weight,
             taps[1] if taps else "ny",
@@ -388,7 +401,7 @@ def source(
             column=column,
             column_block=indent(block, 4),
             column_tail=tail,
-            store_tail=_STORE[finish].format(v="sums[0]", column=column),
+            store_tail=_STORE[finish].format(v="sums[0]", x="x", column=column),
         )
     text = _SOURCE.format(
         name=name,
@@ -448,13 +461,15 @@ def separable(
     scale: float = 1.0,
     delta: float = 0.0,
     out: np.ndarray | None = None,
+    vector_end: int = 0,
 ) -> np.ndarray:
     """The separable filter of a uint8 `image` (h, w) or (h, w, c) by the integer weights
     `kernel_x` (along a row) and `kernel_y` (down a column) (of a float32 image by any weights,
     finish "float32") at `anchor` (x, y, inside the
     kernel), the image's border `border` (OpenCV's BORDER_CONSTANT, with zeros, REPLICATE,
     REFLECT, WRAP or REFLECT_101), ended by `finish` (see the module), as a new array of
-    FINISH[finish] (or into `out`, which must not overlap `image`)."""
+    FINISH[finish] (or into `out`, which must not overlap `image`). `vector_end`: where each
+    row's values stop rounding half to even (finish "gaussian_even")."""
     if finish not in FINISH:
         raise InputError(f"separable: finish must be one of {sorted(FINISH)}, got {finish!r}")
     source_type = np.float32 if finish in FLOAT_FINISHES else np.uint8
@@ -497,6 +512,7 @@ def separable(
         int(p1),
         float(scale),
         float(delta),
+        int(vector_end),
         plan.strips,
     )
     return out
@@ -527,7 +543,8 @@ def _plan(shape, channels, kx, ky, anchor, border, finish) -> _Plan:
         raise InputError("separable: expected non-empty kernels, of integers for uint8 images")
     if finish.startswith("box") and not (np.all(kx == 1) and np.all(ky == 1)):
         raise InputError("separable: a box's kernels are ones")
-    if finish == "gaussian" and (np.any(kx < 0) or np.any(ky < 0)):
+    gaussian = finish in ("gaussian", "gaussian_even")
+    if gaussian and (np.any(kx < 0) or np.any(ky < 0)):
         raise InputError("separable: a gaussian's fixed-point weights are >= 0")
     (h, w), (ax, ay) = shape, anchor
     if not (0 <= ax < kx.size and 0 <= ay < ky.size):
@@ -543,7 +560,7 @@ def _plan(shape, channels, kx, ky, anchor, border, finish) -> _Plan:
     except ValueError as err:
         raise InputError(f"separable: {err}") from err
     finishing = None  # the gaussian's (p0, p1): its rounding and shift
-    if finish == "gaussian":  # 8 + 8 fractional bits, less the powers of two the weights share
+    if gaussian:  # 8 + 8 fractional bits, less the powers of two the weights share
         sx, sy = _common_shift(kx, 8), _common_shift(ky, 8)
         kx, ky = kx / 2**sx, ky / 2**sy
         shift = 16 - sx - sy
@@ -559,7 +576,7 @@ def _plan(shape, channels, kx, ky, anchor, border, finish) -> _Plan:
     static = (kx.size, ky.size) if short else None
     # A gaussian's weights are the same read backwards: half the multiplies
     symmetric = np.all(kx == kx[::-1]) and np.all(ky == ky[::-1])
-    mirrored = bool(finish == "gaussian" and static and symmetric)
+    mirrored = bool(gaussian and static and symmetric)
     pair = (tuple(int(v) for v in kx), tuple(int(v) for v in ky))
     folded = pair if mirrored and set(pair) <= FOLDED else None
     name, text = source(finish, ring, column, static, mirrored, folded)

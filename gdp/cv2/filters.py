@@ -577,8 +577,31 @@ def sepFilter2D(
 ):
     src = common.image("sepFilter2D", src)
     border = _border("sepFilter2D", borderType)
+    given = (kernelX, kernelY)
+    if not all(isinstance(k, np.ndarray) for k in given) or (
+        kernelX.dtype != kernelY.dtype
+        or any(k.ndim > 2 or (k.ndim == 2 and 1 not in k.shape) for k in given)
+    ):
+        # what OpenCV refuses (kernels not arrays, of two types, not rows or columns): OpenCV's
+        # own error
+        raise common.NotAccelerated("kernels not arrays of one type, or not rows or columns")
     if not _takes(src):
         raise common.NotAccelerated(f"{src.dtype} is not accelerated")
+    uint8 = np.dtype(np.uint8)
+    if (
+        common.dtype_of(src) == uint8
+        and ddepth in (-1, _cv2.CV_8U)
+        and delta == 0
+        and _separable_on_host(src, uint8)
+    ):
+        # OpenCV's fixed point (a gaussian of sigma 0 and the like): gdp.runtime.separable's
+        # kernel, its rounding OpenCV's vector loop's and scalar tail's
+        kx, ky = np.ravel(kernelX), np.ravel(kernelY)
+        ax, ay = _anchor(anchor, kx.size, ky.size)
+        wx, wy, block = _fixed_point_weights(kx, ax), _fixed_point_weights(ky, ay), _sep_block()
+        if wx is not None and wy is not None and block:
+            end = src.shape[1] * common.channels(src) // block * block
+            return _separable(src, wx, wy, (ax, ay), border, "gaussian_even", dst, vector_end=end)
     return _run_linear(
         "sepFilter2D",
         src,
@@ -590,6 +613,46 @@ def sepFilter2D(
         delta=delta,
         border=border,
     )
+
+
+def _fixed_point_weights(kernel: np.ndarray, anchor: int) -> np.ndarray | None:
+    """The 8-bit fixed-point weights (times 256, rounded) that OpenCV's sepFilter2D of uint8
+    into uint8 filters by in integers ("bit-exact" mode: createSeparableLinearFilter) where
+    both kernels are of getKernelType's KERNEL_SMOOTH + KERNEL_SYMMETRICAL and no more
+    (weights >= 0 summing to 1 within FLT_EPSILON (|sum| + 1), the same read backwards about
+    an anchor at the centre, not all integers) and each weight times 256 lies within
+    10 FLT_EPSILON 256 of its rounding (createBitExactKernel_32S); else None (OpenCV filters in
+    float32)."""
+    k = np.asarray(kernel, np.float64)
+    eps = float(np.finfo(np.float32).eps)
+    total = 0.0
+    for value in k.tolist():  # in order, as OpenCV sums
+        total += value
+    smooth = bool(np.all(k >= 0)) and abs(total - 1) <= eps * (abs(total) + 1)
+    symmetric = anchor * 2 + 1 == k.size and bool(np.all(k == k[::-1]))
+    if not (smooth and symmetric) or bool(np.all(k == np.rint(k))):
+        return None
+    scaled = k * 256
+    weights = np.rint(scaled)
+    if np.any(np.abs(scaled - weights) > 10 * eps * 256):
+        return None
+    return weights.astype(np.int64)
+
+
+@functools.cache
+def _sep_block() -> int:
+    """The values of OpenCV's vector step in sepFilter2D's fixed-point uint8 column filter on
+    this machine: it rounds half to even in its vector loop and half up in its scalar tail (the
+    row's last values % step). Asked of OpenCV: rows of 0, 1, 0, 1, ... filtered by
+    (1, 2, 1) / 4 both ways are 0.5 everywhere, 0 where the vector loop rounds and 1 in the
+    tail. 0 where its answers fit no step (such calls then keep the program)."""
+    taps = np.array([0.25, 0.5, 0.25])
+    rows = {n: np.tile(np.arange(n, dtype=np.uint8) % 2, (4, 1)) for n in (127, 255)}
+    got = {n: _cv2.sepFilter2D(row, -1, taps, taps)[0] for n, row in rows.items()}
+    for block in (1, 2, 4, 8, 16, 32, 64, 128):
+        if all(np.array_equal(out, np.arange(n) >= n // block * block) for n, out in got.items()):
+            return block
+    return 0
 
 
 @common.accelerate("Sobel")

@@ -1,4 +1,6 @@
-"""GaussianBlur, blur and boxFilter of uint8 images, Sobel and Scharr of uint8 into CV_16S, blur
+"""GaussianBlur, blur and boxFilter of uint8 images, Sobel and Scharr of uint8 into CV_16S,
+sepFilter2D of uint8 by kernels OpenCV runs in 8-bit fixed point (its rounding half to even in
+its vector loop and half up in its tail, at the ties such kernels make often), blur
 and boxFilter of float32 (identical to OpenCV's: sums in float64), and where a program would
 serve one image size only (kernels longer than 31 taps, images smaller than the kernel)
 GaussianBlur and sepFilter2D of float32 run on the cpu target through
@@ -36,6 +38,13 @@ GAUSSIAN_SIZES = [(33, 33), (45, 9), (1, 35), (5, 5), (3, 7), (9, 9)]
 # (20, 30): an even area over 256, whose sums times the scale can lie next to a half, where
 # OpenCV's float32 vectors and float64 tail round apart (separable.SCALED_TAIL).
 BOX_SIZES = [(33, 7), (7, 33), (41, 41), (5, 5), (3, 1), (8, 9), (20, 30)]
+# sepFilter2D kernels OpenCV filters uint8 by in 8-bit fixed point (each weight times 256 an
+# integer): gaussians of sigma 0, and (1, 2, 1) / 4
+FIXED_POINT = [
+    (real.getGaussianKernel(5, 0), real.getGaussianKernel(5, 0)),
+    (real.getGaussianKernel(3, 0), real.getGaussianKernel(7, 0)),
+    (real.getGaussianKernel(7, 0), np.array([0.25, 0.5, 0.25])),
+]
 # dx, dy, ksize (-1: Scharr; 1: the derivative alone)
 SOBEL = [(1, 0, 3), (0, 1, 5), (1, 1, 7), (2, 0, 9), (1, 0, -1), (0, 1, 1), (2, 1, 1)]
 
@@ -73,6 +82,11 @@ def _check(shapes=SHAPES):
                     got = cv2.boxFilter(image, -1, (kw, kh), **args)
                     want = real.boxFilter(image, -1, (kw, kh), **args)
                     np.testing.assert_array_equal(got, want, err_msg=f"boxFilter {label}")
+            for kx, ky in FIXED_POINT:
+                got = cv2.sepFilter2D(image, -1, kx, ky, borderType=border)
+                want = real.sepFilter2D(image, -1, kx, ky, borderType=border)
+                label = f"sepFilter2D {shape} {len(kx)}x{len(ky)} border {border}"
+                np.testing.assert_array_equal(got, want, err_msg=label)
             for dx, dy, ksize in SOBEL:
                 got = cv2.Sobel(image, real.CV_16S, dx, dy, ksize=ksize, borderType=border)
                 want = real.Sobel(image, real.CV_16S, dx, dy, ksize=ksize, borderType=border)
@@ -136,6 +150,40 @@ def test_dst_and_large_photo():
     in_place = photo.copy()
     cv2.blur(in_place, (35, 35), in_place)
     np.testing.assert_array_equal(in_place, real.blur(photo, (35, 35)))
+
+
+def test_sep_filter_of_fixed_point_kernels_at_every_vector_end():
+    # rows of every width up to 3 vectors (OpenCV's tail rounds up where its loop rounds to
+    # even), a photo, dst; a kernel OpenCV filters in float32 keeps the program
+    cv2.clear_cache()
+    kernel = real.getGaussianKernel(5, 0)
+    for width in range(1, 50):
+        image = _image((20, width), width)
+        want = real.sepFilter2D(image, -1, kernel, kernel)
+        np.testing.assert_array_equal(cv2.sepFilter2D(image, -1, kernel, kernel), want, str(width))
+    photo = real.resize(skimage.data.astronaut(), (1921, 1079))
+    dst = np.zeros_like(photo)
+    assert cv2.sepFilter2D(photo, -1, kernel, kernel, dst) is dst
+    np.testing.assert_array_equal(dst, real.sepFilter2D(photo, -1, kernel, kernel))
+    assert cv2.cache_info().programs == 0
+    sigma = real.getGaussianKernel(5, 1.3)
+    cv2.sepFilter2D(photo, -1, sigma, sigma)
+    assert cv2.cache_info().programs == 1
+
+
+def test_fixed_point_weights_are_opencvs_choice():
+    from gdp.cv2.filters import _fixed_point_weights
+
+    gaussian = real.getGaussianKernel(5, 0).ravel()
+    np.testing.assert_array_equal(_fixed_point_weights(gaussian, 2), [16, 64, 96, 64, 16])
+    assert _fixed_point_weights(gaussian, 1) is None  # not symmetric about its anchor
+    assert _fixed_point_weights(real.getGaussianKernel(5, 1.3).ravel(), 2) is None  # not x/256
+    assert _fixed_point_weights(np.array([0.5, -0.25, 0.5, 0.25]), 1) is None  # negative
+    assert _fixed_point_weights(np.array([0.5, 0.5, 0.5]), 1) is None  # sums to 1.5
+    assert _fixed_point_weights(np.array([0.0, 1.0, 0.0]), 1) is None  # integers
+    np.testing.assert_array_equal(
+        _fixed_point_weights(np.array([0.25, 0.5, 0.25]), 1), [64, 128, 64]
+    )
 
 
 def test_sum_types_hold_every_partial_sum():
