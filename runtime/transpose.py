@@ -35,6 +35,16 @@ MAX_STRIPS = 16
 # Flat byte offsets are int32.
 MAX_BYTES = (1 << 31) - 1
 
+# The block rows of strip s: [FIRST, LAST), whole groups of STRIP_GROUP (8 blocks, 64 rows: the
+# 64 bytes or more of each output row a strip writes, so that no two strips, on two cores,
+# share an output cache line but at the ends of a row), the last strip taking the rest.
+STRIP_GROUP = 8
+FIRST = f"h // {BLOCK * STRIP_GROUP} * s // strips * {STRIP_GROUP}"
+LAST = (
+    f"T.Select(s == strips - 1, h // {BLOCK},"
+    f" h // {BLOCK * STRIP_GROUP} * (s + 1) // strips * {STRIP_GROUP})"
+)
+
 # Where input pixel (i, j) of an (h, w) image lands: output (row, column) of each kind.
 KINDS = {
     "transpose": ("j", "i"),
@@ -53,11 +63,11 @@ def {name}(img_handle: T.handle, out_handle: T.handle, h: T.int32, w: T.int32, s
         # a block's pixels in output order (a stack array, kept in registers)
         v = T.alloc_buffer(({block_bytes},), "uint8")
         for t in range((w // {b} + {tile} - 1) // {tile}):
-            for r in range(h // {b} * (s + 1) // strips - h // {b} * s // strips):
+            for r in range({last} - {first}):
                 for c in range(T.min({tile}, w // {b} - t * {tile})):
 {block}
         # the columns right of the last whole block, in this strip's rows
-        for i in range(h // {b} * s // strips * {b}, h // {b} * (s + 1) // strips * {b}):
+        for i in range({first} * {b}, {last} * {b}):
             for j in range(w // {b} * {b}, w):
 {pixel}
         # the rows below the last whole block
@@ -75,7 +85,7 @@ _PIXEL = """\
 def _block(kind: str, e: int) -> str:
     """The statements that move block (r, c) of strip s, tile t."""
     b = BLOCK
-    i0 = f"(h // {b} * s // strips + r) * {b}"
+    i0 = f"({FIRST} + r) * {b}"
     j0 = f"(t * {TILE} + c) * {b}"
     rows = ", ".join(f"img[T.Ramp((({i0} + {i}) * w + {j0}) * {e}, 1, {b * e})]" for i in range(b))
     # v holds output row j's b pixels from input rows i (reversed for a clockwise rotation)
@@ -108,6 +118,8 @@ def source(kind: str, element: int) -> tuple[str, str]:
         tile=TILE,
         block_bytes=BLOCK * BLOCK * element,
         block=_block(kind, element),
+        first=FIRST,
+        last=LAST,
         pixel=_PIXEL.format(indent=" " * 16, e=element, row=row, col=col),
         pixel_below=_PIXEL.format(indent=" " * 20, e=element, row=row, col=col),
     )
@@ -140,7 +152,8 @@ def move(image: np.ndarray, kind: str, out: np.ndarray | None = None) -> np.ndar
     out = output(out, (w, h, *image.shape[2:]), image.dtype, kind)
     if image.size:
         flat = np.ascontiguousarray(image).reshape(-1).view(np.uint8)
-        strips = max(1, min(MAX_STRIPS, image.nbytes // STRIP_BYTES, h // BLOCK))
+        groups = h // (BLOCK * STRIP_GROUP)
+        strips = max(1, min(MAX_STRIPS, image.nbytes // STRIP_BYTES, groups))
         name, text = source(kind, element_bytes(image))
         run_host_kernel(name, text, flat, out.reshape(-1).view(np.uint8), h, w, strips)
     return out
