@@ -56,8 +56,9 @@ def test_matches_opencv_on_photos_of_many_sizes():
     from skimage import data
 
     photo = data.astronaut()[..., ::-1]
-    # strips of whole 8-row blocks: sizes around the boundaries of 1, 4 and 16 strips
-    sizes = [(640, 480), (641, 483), (1279, 721), (97, 1023), (1920, 1080)]
+    # strips of whole 64-row groups, rows below the last 64-row block in 8-row blocks and then
+    # one by one: sizes around the boundaries of 1, 4 and 16 strips, and powers of two
+    sizes = [(640, 480), (641, 483), (1279, 721), (97, 1023), (1920, 1080), (512, 1024)]
     images = [real.resize(photo, size) for size in sizes]
     _check(images + [real.cvtColor(i, real.COLOR_BGR2GRAY) for i in images])
 
