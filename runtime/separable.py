@@ -13,7 +13,8 @@ Arithmetic: OpenCV's for these (exact integer sums, then one rounding):
 - `gaussian_even`: the same sums, rounded as OpenCV's sepFilter2D rounds them where it runs a
   smoothing kernel of 8-bit fixed-point weights (its "bit-exact" mode, as a gaussian of sigma
   0): half to even in its vector loop, the values of a row before `vector_end` (a multiple of
-  its vector, which gdp.cv2 asks OpenCV), half up in its scalar tail;
+  its vector, which gdp.cv2 asks OpenCV), half up in its scalar tail; its delta an `offset`
+  added to the sums (in their 16 fractional bits), the result at least 0;
 - `box`: the window sum, then (sum + p0) * p1 >> 23 (p0, p1: its ColumnSum's rounding delta and
   fixed-point divisor), at most 255, as its box filter of uint8 over at most 256 values;
 - `box_scaled`: the window sum times `scale` rounded half to even, as its box filter over more
@@ -87,9 +88,10 @@ _STORE = {
     ),
     # half to even: + p0 - 1, and 1 more where the quotient's last bit is 1 (p1 >= 2 here)
     "gaussian_even": (
-        'T.Cast("uint8", T.min(T.shift_right({v} + T.Cast("{column}", p0 - 1) + T.Select({x} <'
-        ' vector_end, T.bitwise_and(T.shift_right({v}, T.Cast("{column}", p1)), T.{column}(1)),'
-        ' T.{column}(1)), T.Cast("{column}", p1)), T.{column}(255)))'
+        'T.Cast("uint8", T.max(T.min(T.shift_right({v} + T.Cast("{column}", offset + p0 - 1)'
+        ' + T.Select({x} < vector_end, T.bitwise_and(T.shift_right({v} + T.Cast("{column}",'
+        ' offset), T.Cast("{column}", p1)), T.{column}(1)), T.{column}(1)), T.Cast("{column}",'
+        " p1)), T.{column}(255)), T.{column}(0)))"
     ),
     # (sum + p0) * p1 < 2^32 for every area OpenCV takes this way (at most 256 values)
     "box": (
@@ -248,6 +250,7 @@ def {name}(
     scale: T.float64,
     delta: T.float64,
     vector_end: T.int32,
+    offset: T.int32,
     strips: T.int32,
 ):
     T.func_attr({{"global_symbol": "{name}", "tir.noalias": True}})
@@ -431,13 +434,13 @@ def _smallest(bound: int, signed: bool) -> str:
     return "int32"
 
 
-def sum_types(kernel_x, kernel_y, slack: int = 0) -> tuple[str, str]:
+def sum_types(kernel_x, kernel_y, slack: int = 0, negative: bool = False) -> tuple[str, str]:
     """The smallest integer types that hold every partial row sum and every partial column sum
     of uint8 values by these weights, the column sums plus `slack` (16-bit lanes: twice the
     values a vector, and cheaper multiplies)."""
     kx, ky = np.asarray(kernel_x, np.int64), np.asarray(kernel_y, np.int64)
     rows = 255 * int(np.abs(kx).sum())
-    signed = bool((kx < 0).any() or (ky < 0).any())
+    signed = bool((kx < 0).any() or (ky < 0).any()) or negative
     return _smallest(rows, signed), _smallest(rows * int(np.abs(ky).sum()) + slack, signed)
 
 
@@ -462,14 +465,16 @@ def separable(
     delta: float = 0.0,
     out: np.ndarray | None = None,
     vector_end: int = 0,
+    offset: int = 0,
 ) -> np.ndarray:
     """The separable filter of a uint8 `image` (h, w) or (h, w, c) by the integer weights
     `kernel_x` (along a row) and `kernel_y` (down a column) (of a float32 image by any weights,
     finish "float32") at `anchor` (x, y, inside the
     kernel), the image's border `border` (OpenCV's BORDER_CONSTANT, with zeros, REPLICATE,
     REFLECT, WRAP or REFLECT_101), ended by `finish` (see the module), as a new array of
-    FINISH[finish] (or into `out`, which must not overlap `image`). `vector_end`: where each
-    row's values stop rounding half to even (finish "gaussian_even")."""
+    FINISH[finish] (or into `out`, which must not overlap `image`). Finish "gaussian_even":
+    `vector_end`, where each row's values stop rounding half to even; `offset`, added to the
+    sums (of 16 fractional bits, |offset| < 2^30)."""
     if finish not in FINISH:
         raise InputError(f"separable: finish must be one of {sorted(FINISH)}, got {finish!r}")
     source_type = np.float32 if finish in FLOAT_FINISHES else np.uint8
@@ -481,7 +486,7 @@ def separable(
     kx = tuple(np.asarray(kernel_x).ravel().tolist())
     ky = tuple(np.asarray(kernel_y).ravel().tolist())
     channels = image.shape[2] if image.ndim == 3 else 1
-    plan = _plan(image.shape[:2], channels, kx, ky, tuple(anchor), border, finish)
+    plan = _plan(image.shape[:2], channels, kx, ky, tuple(anchor), border, finish, int(offset))
     out = output(out, image.shape, FINISH[finish], "separable")
     if not image.size:
         return out
@@ -513,6 +518,7 @@ def separable(
         float(scale),
         float(delta),
         int(vector_end),
+        plan.offset,
         plan.strips,
     )
     return out
@@ -527,10 +533,11 @@ class _Plan(NamedTuple):
     running: bool  # a running column sum (the kernel's csum rows)
     strips: int
     finishing: tuple[int, int] | None  # (p0, p1) the plan sets (the gaussian's)
+    offset: int  # gaussian_even's offset in the sums' own units
 
 
 @functools.lru_cache(maxsize=64)
-def _plan(shape, channels, kx, ky, anchor, border, finish) -> _Plan:
+def _plan(shape, channels, kx, ky, anchor, border, finish, offset=0) -> _Plan:
     """The kernel, its index maps and weights for one image shape and filter (kept: a call of
     a known size builds nothing)."""
     from gdp.ops.border_index import padded_maps
@@ -562,6 +569,11 @@ def _plan(shape, channels, kx, ky, anchor, border, finish) -> _Plan:
     finishing = None  # the gaussian's (p0, p1): its rounding and shift
     if gaussian:  # 8 + 8 fractional bits, less the powers of two the weights share
         sx, sy = _common_shift(kx, 8), _common_shift(ky, 8)
+        if not -(1 << 30) < offset < 1 << 30:
+            raise InputError(f"separable: an offset of {offset}, not within +-2^30")
+        while offset % (1 << (sx + sy)):  # the offset in the sums' units: an integer
+            sx, sy = (sx - 1, sy) if sx > sy else (sx, sy - 1)
+        offset >>= sx + sy
         kx, ky = kx / 2**sx, ky / 2**sy
         shift = 16 - sx - sy
         finishing = (1 << shift >> 1, shift)
@@ -570,7 +582,8 @@ def _plan(shape, channels, kx, ky, anchor, border, finish) -> _Plan:
     elif floats:
         ring, column = "float32", "float32"
     else:
-        ring, column = sum_types(kx, ky, finishing[0] if finishing else 0)
+        slack = (finishing[0] if finishing else 0) + abs(offset)
+        ring, column = sum_types(kx, ky, slack, negative=offset < 0)
     # (a scaled box always runs: its row's last values are scaled apart, _running_columns)
     short = max(kx.size, ky.size) <= STATIC_TAPS and finish != "box_scaled"
     static = (kx.size, ky.size) if short else None
@@ -587,4 +600,6 @@ def _plan(shape, channels, kx, ky, anchor, border, finish) -> _Plan:
     if running:  # each strip sums ny - 1 rows before its first: strips of 8 (ny - 1) rows, or
         # one a thread (a 31x31 box of 480 rows in 15 strips summed twice its rows)
         strips = min(strips, max(pool_threads(), h // (8 * (ky.size - 1) or 1)))
-    return _Plan(name, text, tables, np.dtype(ring), np.dtype(column), running, strips, finishing)
+    return _Plan(
+        name, text, tables, np.dtype(ring), np.dtype(column), running, strips, finishing, offset
+    )

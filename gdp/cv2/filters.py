@@ -591,17 +591,21 @@ def sepFilter2D(
     if (
         common.dtype_of(src) == uint8
         and ddepth in (-1, _cv2.CV_8U)
-        and delta == 0
+        and abs(delta) < 1 << 14
         and _separable_on_host(src, uint8)
     ):
         # OpenCV's fixed point (a gaussian of sigma 0 and the like): gdp.runtime.separable's
-        # kernel, its rounding OpenCV's vector loop's and scalar tail's
+        # kernel, its rounding OpenCV's vector loop's and scalar tail's, delta added to the sums
+        # as OpenCV adds it (rounded to their 16 fractional bits)
         kx, ky = np.ravel(kernelX), np.ravel(kernelY)
         ax, ay = _anchor(anchor, kx.size, ky.size)
         wx, wy, block = _fixed_point_weights(kx, ax), _fixed_point_weights(ky, ay), _sep_block()
         if wx is not None and wy is not None and block:
             end = src.shape[1] * common.channels(src) // block * block
-            return _separable(src, wx, wy, (ax, ay), border, "gaussian_even", dst, vector_end=end)
+            offset = int(np.rint(float(delta) * (1 << 16)))
+            return _separable(
+                src, wx, wy, (ax, ay), border, "gaussian_even", dst, vector_end=end, offset=offset
+            )
     return _run_linear(
         "sepFilter2D",
         src,

@@ -154,7 +154,7 @@ def test_dst_and_large_photo():
 
 def test_sep_filter_of_fixed_point_kernels_at_every_vector_end():
     # rows of every width up to 3 vectors (OpenCV's tail rounds up where its loop rounds to
-    # even), a photo, dst; a kernel OpenCV filters in float32 keeps the program
+    # even), a photo, dst, deltas; a kernel OpenCV filters in float32 keeps the program
     cv2.clear_cache()
     kernel = real.getGaussianKernel(5, 0)
     for width in range(1, 50):
@@ -165,6 +165,14 @@ def test_sep_filter_of_fixed_point_kernels_at_every_vector_end():
     dst = np.zeros_like(photo)
     assert cv2.sepFilter2D(photo, -1, kernel, kernel, dst) is dst
     np.testing.assert_array_equal(dst, real.sepFilter2D(photo, -1, kernel, kernel))
+    # delta, added to the fixed-point sums as OpenCV rounds it: halves, values of 16 fractional
+    # bits and not, negative (the results at least 0)
+    for delta in (0.5, 3.25, -2.5, 0.3, 1 / 3, 100.7, -300.0, 255.5):
+        for shape in ((30, 77), (17, 33, 3)):
+            image = _image(shape, 7)
+            want = real.sepFilter2D(image, -1, kernel, kernel, delta=delta)
+            got = cv2.sepFilter2D(image, -1, kernel, kernel, delta=delta)
+            np.testing.assert_array_equal(got, want, f"{shape} delta {delta}")
     assert cv2.cache_info().programs == 0
     sigma = real.getGaussianKernel(5, 1.3)
     cv2.sepFilter2D(photo, -1, sigma, sigma)
@@ -193,6 +201,10 @@ def test_sum_types_hold_every_partial_sum():
     assert separable.sum_types(gaussian, gaussian) == ("uint16", "int32")
     assert separable.sum_types([1] * 200, [1]) == ("uint16", "uint16")  # 255 * 200
     assert separable.sum_types([-1] + [1] * 199, [1]) == ("int32", "int32")  # signed, > 32767
+    # a negative offset (sepFilter2D's delta) makes the column sums signed
+    binomial = [1, 4, 6, 4, 1]
+    assert separable.sum_types(binomial, binomial, 128) == ("int16", "uint16")
+    assert separable.sum_types(binomial, binomial, 128, negative=True) == ("int16", "int32")
 
 
 def test_kernel_refuses_what_it_does_not_index():
