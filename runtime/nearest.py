@@ -27,7 +27,11 @@ _WHOLE = {1: "uint8", 2: "uint16", 4: "uint32", 8: "uint64"}
 _SOURCE = """
 @T.prim_func
 def {name}(
-    img_handle: T.handle, out_handle: T.handle, rows_handle: T.handle, cols_handle: T.handle
+    img_handle: T.handle,
+    out_handle: T.handle,
+    rows_handle: T.handle,
+    cols_handle: T.handle,
+    reach: T.int32,
 ):
     T.func_attr({{"global_symbol": "{name}", "tir.noalias": True}})
     n = T.int32()
@@ -48,17 +52,24 @@ _WHOLE_COPY = """\
             out[y * W + x] = img[rows[y] + cols[x]]
 """
 # A pixel of {e} values: {e} + 1 moved as one vector (the one past the pixel is the next
-# pixel's first, written again by it), but for a row's last pixel and a source pixel at the
-# image's end, moved value by value.
+# pixel's first, written again by it), but for a row's last pixel, moved value by value, and in
+# a row whose vectors could read past the image's end (`reach`: the largest column offset of a
+# row's vectors), each vector checked.
 _PARTS_COPY = """\
-        for x in range(W - 1):
-            if rows[y] + cols[x] + {e} < n:
+        if rows[y] + reach + {e} < n:
+            for x in range(W - 1):
                 out[T.Ramp((y * W + x) * {e}, 1, {e} + 1)] = img[
                     T.Ramp(rows[y] + cols[x], 1, {e} + 1)
                 ]
-            else:
-                for k in range({e}):
-                    out[(y * W + x) * {e} + k] = img[rows[y] + cols[x] + k]
+        else:
+            for x in range(W - 1):
+                if rows[y] + cols[x] + {e} < n:
+                    out[T.Ramp((y * W + x) * {e}, 1, {e} + 1)] = img[
+                        T.Ramp(rows[y] + cols[x], 1, {e} + 1)
+                    ]
+                else:
+                    for k in range({e}):
+                        out[(y * W + x) * {e} + k] = img[rows[y] + cols[x] + k]
         for k in range({e}):
             out[(y * W + W - 1) * {e} + k] = img[rows[y] + cols[W - 1] + k]
 """
@@ -85,6 +96,7 @@ class Plan:
     dtype: np.dtype
     row_offsets: np.ndarray
     col_offsets: np.ndarray
+    reach: int  # the largest column offset but the last column's (0 for one column)
 
 
 def plan(shape: tuple[int, ...], dtype, rows: np.ndarray, cols: np.ndarray) -> Plan:
@@ -108,9 +120,9 @@ def plan(shape: tuple[int, ...], dtype, rows: np.ndarray, cols: np.ndarray) -> P
     whole = _WHOLE.get(channels * dtype.itemsize)
     unit, elements = (whole, 1) if whole else (f"uint{8 * dtype.itemsize}", channels)
     row_offsets = (rows * w * elements).astype(np.int32)
-    return Plan(
-        unit, elements, tuple(shape), dtype, row_offsets, (cols * elements).astype(np.int32)
-    )
+    col_offsets = (cols * elements).astype(np.int32)
+    reach = int(col_offsets[:-1].max()) if col_offsets.size > 1 else 0
+    return Plan(unit, elements, tuple(shape), dtype, row_offsets, col_offsets, reach)
 
 
 def resize_nearest(image: np.ndarray, plan: Plan) -> np.ndarray:
@@ -127,5 +139,5 @@ def resize_nearest(image: np.ndarray, plan: Plan) -> np.ndarray:
     name, text = source(plan.unit, plan.elements)
     flat = np.ascontiguousarray(image).reshape(-1).view(plan.unit)
     target = out.reshape(-1).view(plan.unit)
-    run_host_kernel(name, text, flat, target, plan.row_offsets, plan.col_offsets)
+    run_host_kernel(name, text, flat, target, plan.row_offsets, plan.col_offsets, plan.reach)
     return out

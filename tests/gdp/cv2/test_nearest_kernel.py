@@ -66,6 +66,17 @@ def test_real_photo_views_and_dst():
     np.testing.assert_array_equal(dst, real.resize(bgr, (640, 360), interpolation=0))
 
 
+def test_any_index_tables_against_numpy():
+    # columns in any order (a row's vectors may read up to its largest offset), the source's
+    # last pixel anywhere in a row: the kernel's pixels are NumPy's fancy indexing
+    for channels in (3, 5):
+        image = _image((4, 5, channels), np.uint8, 3)
+        for rows, cols in (([3, 0, 3], [4, 0, 4, 2]), ([3], [4, 3, 2, 1, 0]), ([3, 3], [0])):
+            plan = nearest.plan(image.shape, image.dtype, rows, cols)
+            want = image[np.ix_(rows, cols)]
+            np.testing.assert_array_equal(nearest.resize_nearest(image, plan), want)
+
+
 def test_plan_refuses_what_it_does_not_take():
     with pytest.raises(InputError, match="outside the 4x5 image"):
         nearest.plan((4, 5), np.uint8, [0, 4], [0])
