@@ -9,12 +9,14 @@ import cv2 as _cv2
 import numpy as np
 
 from gdp.cv2 import common, engine
+from gdp.errors import InputError
 
 ops_border = common.LazyModule("gdp.ops.border")
 ops_geometry = common.LazyModule("gdp.ops.geometry")
 # NumPy only (no TensorFlow): the tables of a compiled call
 resize_tables = common.LazyModule("gdp.ops.resize_tables")
 ops_scalar = common.LazyModule("gdp.ops.scalar")
+rt_area = common.LazyModule("gdp.runtime.area")
 rt_nearest = common.LazyModule("gdp.runtime.nearest")
 rt_pad = common.LazyModule("gdp.runtime.pad")
 rt_resize = common.LazyModule("gdp.runtime.resize")
@@ -204,6 +206,18 @@ def resize(src, dsize, dst=None, fx=0, fy=0, interpolation=_cv2.INTER_LINEAR):
         plan = linear_plan(h, w, channels, width, height, scale_x, scale_y)
         into = common.into(dst, (height, width, *src.shape[2:]), np.uint8, src)
         return common.finish(rt_resize.resize(src, plan, into), dst)
+    if (
+        method == INTER_AREA
+        and dtype == np.uint8
+        and scale_x >= 1
+        and scale_y >= 1
+        and not integer_scale
+        and common.on_host(src, out_bytes=out_bytes)
+    ):
+        plan = area_plan(h, w, channels, width, height, scale_x, scale_y)
+        if plan is not None:  # gdp.runtime.area's kernel takes this shrink
+            into = common.into(dst, (height, width, *src.shape[2:]), np.uint8, src)
+            return common.finish(rt_area.resize(src, plan, into), dst)
     flat = np.ascontiguousarray(src).reshape(h, w * channels)
     # A size called often gets a program of its own (engine.sized_program), compiled in the
     # background: its tables constants that TVM folds into one kernel, 2-6x faster than the
@@ -238,6 +252,17 @@ def linear_plan(h, w, channels, width, height, scale_x, scale_y, cut=None):
     """gdp.runtime.resize's plan of INTER_LINEAR on uint8 (OpenCV's tables), kept for the sizes
     met last (shared: never written)."""
     return rt_resize.Plan(h, w, channels, width, height, scale_x, scale_y, cut)
+
+
+@functools.lru_cache(maxsize=64)
+def area_plan(h, w, channels, width, height, scale_x, scale_y):
+    """gdp.runtime.area's plan of an INTER_AREA shrink of uint8 by a factor not an integer on
+    both axes (OpenCV's tables), kept for the sizes met last; None where the kernel does not
+    take it (more taps a pixel than its widest window, rows narrower than their window)."""
+    try:
+        return rt_area.Plan(h, w, channels, width, height, scale_x, scale_y)
+    except InputError:
+        return None
 
 
 @functools.lru_cache(maxsize=64)
