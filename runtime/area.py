@@ -1,11 +1,13 @@
 """cv2.resize with INTER_AREA shrinking uint8 images by a factor that is not an integer on both
 axes (to 224x224, say) as one hand-written TIR kernel for the host CPU, with OpenCV's
-arithmetic (cv::resizeArea's, in float32): each output row is the sum of its source rows'
-horizontal sums, each weighed by its share of the row's footprint; each horizontal sum adds a
-source row's pixels, each weighed by its share of the output pixel's footprint, in OpenCV's
-order (gdp.ops.resize_tables.area_taps, cv::computeResizeAreaTab's tables); then rounded half
-to even and saturated. LLVM may fuse a multiply and an add that OpenCV rounds apart: a value
-within 1e-6 of a half can round the other way (the same 1 LSB the compiled program allowed).
+tables and float32 arithmetic (cv::resizeArea's; gdp.ops.resize_tables.area_taps,
+cv::computeResizeAreaTab's): each output row is the sum of its source rows' horizontal sums in
+order, each weighed by its share of the row's footprint; each horizontal sum adds a source row's
+pixels, each weighed by its share of the output pixel's footprint; then rounded half to even and
+saturated. Not OpenCV's order everywhere: a horizontal sum adds its window's products as a tree
+(OpenCV: one after another), and LLVM may fuse a multiply and an add that OpenCV rounds apart, so
+a value within about 1e-6 of a half can round the other way (the same 1 LSB the compiled
+program allowed).
 
 Why by hand: as a program each tap was a gather, a lane at a time: 1080p BGR to 224x224 took
 5.4-6.1 ms, OpenCV 10.7; 4K 14-43 ms, OpenCV 25-32.
@@ -99,16 +101,16 @@ def source(channels: int, window: int) -> tuple[str, str]:
             f'p{c}: T.let = T.Cast("float32x{window}", T.Shuffle([window], [{picks}]))'
             f" * col_weights[x, T.Ramp(0, 1, {window})]"
         ]
-        lanes, name = window, f"p{c}"
+        lanes, part = window, f"p{c}"
         while lanes > 1:  # halves added: a tree of additions
             half = lanes // 2
             low = ", ".join(map(str, range(half)))
             high = ", ".join(map(str, range(half, lanes)))
             lines.append(
-                f"q{c}_{half}: T.let = T.Shuffle([{name}], [{low}]) + T.Shuffle([{name}], [{high}])"
+                f"q{c}_{half}: T.let = T.Shuffle([{part}], [{low}]) + T.Shuffle([{part}], [{high}])"
             )
-            lanes, name = half, f"q{c}_{half}"
-        lines.append(f"sums[s * 2 * WC + x * {channels} + {c}] = {name}")
+            lanes, part = half, f"q{c}_{half}"
+        lines.append(f"sums[s * 2 * WC + x * {channels} + {c}] = {part}")
         sums_of_channels += lines
     store = columns(f'out[y, {{x}}] = T.Cast("uint8", {rounded})', "0", "WC", LANES)
     return name, _SOURCE.format(
