@@ -185,8 +185,7 @@ def move(image: np.ndarray, kind: str, out: np.ndarray | None = None) -> np.ndar
     out = output(out, (w, h, *image.shape[2:]), image.dtype, kind)
     if image.size:
         flat = np.ascontiguousarray(image).reshape(-1).view(np.uint8)
-        groups = h // max(LINE, block_rows(element_bytes(image)))
-        strips = max(1, min(MAX_STRIPS, image.nbytes // STRIP_BYTES, groups))
+        strips = max(1, min(MAX_STRIPS, image.nbytes // STRIP_BYTES, h // LINE))
         name, text = source(kind, element_bytes(image))
         run_host_kernel(name, text, flat, out.reshape(-1).view(np.uint8), h, w, strips)
     return out
