@@ -1,10 +1,16 @@
 import os
 
 # Before TensorFlow or gdp load: quiet logs, and a private compile cache for the whole run, so tests
-# never read or write the user's ~/.cache/gdp.
+# never read or write the user's ~/.cache/gdp. One cache for the run, shared by pytest-xdist's
+# workers (they inherit the controller's environment, GDP_TEST_RUN included): a kernel or program
+# is compiled once a run, not once a worker (two workers compiled the same hand kernels and
+# programs side by side, minutes of CI). The process that named it removes it, last.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+if "PYTEST_XDIST_WORKER" not in os.environ:  # the controller, or a run without workers
+    os.environ["GDP_TEST_RUN"] = str(os.getpid())
+_RUN = os.environ.setdefault("GDP_TEST_RUN", str(os.getpid()))
 os.environ["GDP_CACHE_DIR"] = os.path.join(
-    os.environ.get("PYTEST_TMPDIR", "/tmp"), f"gdp-test-cache-{os.getpid()}"
+    os.environ.get("PYTEST_TMPDIR", "/tmp"), f"gdp-test-cache-{_RUN}"
 )
 
 import numpy as np
@@ -18,9 +24,9 @@ def photos() -> list[np.ndarray]:
     return [skimage.data.astronaut(), skimage.data.coffee(), skimage.data.chelsea()]
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _remove_cache_dir():
-    yield
-    import shutil
+def pytest_unconfigure(config):
+    # In the controller (or a run without workers), after every worker has finished.
+    if _RUN == str(os.getpid()):
+        import shutil
 
-    shutil.rmtree(os.environ["GDP_CACHE_DIR"], ignore_errors=True)
+        shutil.rmtree(os.environ["GDP_CACHE_DIR"], ignore_errors=True)

@@ -52,7 +52,9 @@ def tf2onnx_floordiv(monkeypatch):
 
 
 @pytest.mark.usefixtures("tf2onnx_floordiv")
-def test_a_wrong_conversion_is_an_error_naming_the_tf_op():
+def test_a_wrong_conversion_is_an_error_naming_the_tf_op(monkeypatch, tmp_path):
+    # A cache of its own: the run's is shared with other test processes, which may add to it.
+    monkeypatch.setenv("GDP_CACHE_DIR", str(tmp_path))
     before = _cache_entries()
     with pytest.raises(gdp.VerificationError) as info:
         gdp.compile(floor_thirds, target="cpu")
