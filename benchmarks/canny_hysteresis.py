@@ -1,5 +1,5 @@
 """Canny's hysteresis, flood fill against dense rounds: gdp.cv2.Canny (a compiled program up to
-the double threshold, then gdp.runtime.hysteresis's serial TIR flood fill) against the path it
+the double threshold, then gdp.runtime.hysteresis's TIR flood fill) against the path it
 replaced (the same program, then 8 dense hysteresis rounds per compiled step repeated by
 gdp.fixed_point until nothing changes) and against cv2.Canny, on a 1080p gray photo
 (skimage's astronaut resized to 1920x1080), thresholds 50/150. Interleaved in one process;

@@ -6,11 +6,14 @@ import os
 # is compiled once a run, not once a worker (two workers compiled the same hand kernels and
 # programs side by side, minutes of CI). The process that named it removes it, last.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-if "PYTEST_XDIST_WORKER" not in os.environ:  # the controller, or a run without workers
-    os.environ["GDP_TEST_RUN"] = str(os.getpid())
-_RUN = os.environ.setdefault("GDP_TEST_RUN", str(os.getpid()))
+# (a worker's is its controller's; the controller's, or a run's without workers, its own pid)
+os.environ["GDP_TEST_RUN"] = (
+    os.environ.get("GDP_TEST_RUN", str(os.getpid()))
+    if "PYTEST_XDIST_WORKER" in os.environ
+    else str(os.getpid())
+)
 os.environ["GDP_CACHE_DIR"] = os.path.join(
-    os.environ.get("PYTEST_TMPDIR", "/tmp"), f"gdp-test-cache-{_RUN}"
+    os.environ.get("PYTEST_TMPDIR", "/tmp"), f"gdp-test-cache-{os.environ['GDP_TEST_RUN']}"
 )
 
 import numpy as np
@@ -26,7 +29,7 @@ def photos() -> list[np.ndarray]:
 
 def pytest_unconfigure(config):
     # In the controller (or a run without workers), after every worker has finished.
-    if _RUN == str(os.getpid()):
+    if os.environ["GDP_TEST_RUN"] == str(os.getpid()):
         import shutil
 
         shutil.rmtree(os.environ["GDP_CACHE_DIR"], ignore_errors=True)

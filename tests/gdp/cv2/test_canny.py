@@ -396,6 +396,54 @@ def test_hysteresis_long_paths_and_full_images():
         )
 
 
+def _check_floods_across_strips(shapes) -> None:
+    """Both kernels (from the two maps, and flood_levels in place) at heights whose strips
+    (H.STRIPS of them, rows // STRIPS rounded up each, the last ones empty) are 1 to 4 rows:
+    random maps, and lines that cross every strip with their one strong pixel at either end
+    or in the middle, so that only the serial part can reach most of them."""
+    rng = np.random.default_rng(5)
+    for h, w in shapes:
+        maps = []
+        for density in (0.3, 0.6):
+            candidates = (rng.random((h, w)) < density).astype(np.uint8)
+            maps.append((candidates, candidates & (rng.random((h, w)) < 0.01)))
+        for row in (0, h // 2, h - 1):
+            line = np.zeros((h, w), np.uint8)
+            line[:, w // 2] = 1  # a column through every strip
+            line[h // 3, : w // 2] = 1  # and a row off it
+            line[:, 0] = 1
+            strong = np.zeros_like(line)
+            strong[row, w // 2] = 1
+            maps.append((line, strong))
+            zigzag = np.zeros((h, w), np.uint8)  # diagonal steps between strips
+            zigzag[np.arange(h), np.arange(h) % w] = 1
+            strong = np.zeros_like(zigzag)
+            strong[row, row % w] = 1
+            maps.append((zigzag, strong))
+        for candidates, strong in maps:
+            want = _components(candidates, strong)
+            got = H.hysteresis(candidates, strong)
+            np.testing.assert_array_equal(got, want, err_msg=f"{h}x{w}")
+            levels = np.ascontiguousarray(candidates + (candidates & strong))
+            np.testing.assert_array_equal(H.flood_levels(levels), want, err_msg=f"{h}x{w}")
+
+
+STRIP_FLOOD_SHAPES = [(1, 9), (2, 40), (15, 33), (16, 16), (17, 70), (31, 9), (33, 64), (64, 3)]
+
+
+def test_hysteresis_across_strips():
+    _check_floods_across_strips(STRIP_FLOOD_SHAPES)
+
+
+def test_hysteresis_across_strips_on_one_thread():
+    run_on_one_thread(
+        f"""
+        from tests.gdp.cv2.test_canny import _check_floods_across_strips
+        _check_floods_across_strips({STRIP_FLOOD_SHAPES!r})
+        """
+    )
+
+
 def test_hysteresis_out_and_views():
     levels = np.zeros((20, 30), np.uint8)
     levels[5, 3:20] = 1
