@@ -17,6 +17,7 @@ ops_geometry = common.LazyModule("gdp.ops.geometry")
 resize_tables = common.LazyModule("gdp.ops.resize_tables")
 ops_scalar = common.LazyModule("gdp.ops.scalar")
 rt_area = common.LazyModule("gdp.runtime.area")
+rt_flip = common.LazyModule("gdp.runtime.flip")
 rt_nearest = common.LazyModule("gdp.runtime.nearest")
 rt_pad = common.LazyModule("gdp.runtime.pad")
 rt_resize = common.LazyModule("gdp.runtime.resize")
@@ -93,7 +94,19 @@ def _flip(image, code: int):
 def flip(src, flipCode, dst=None):
     src = common.image("flip", src)
     code = 0 if flipCode == 0 else (1 if flipCode > 0 else -1)
+    if _flips_on_host(src):
+        return _flip_on_host(src, code, dst)
     return engine.call("flip", _flip, [src], {"code": code}, dst, free=True)
+
+
+def _flips_on_host(src) -> bool:
+    """Whether a flip (or a rotation by 180 degrees) runs gdp.runtime.flip's kernel."""
+    return not engine.is_graph_call(src) and common.on_host(src) and rt_flip.takes(src)
+
+
+def _flip_on_host(src: np.ndarray, code: int, dst) -> np.ndarray:
+    into = common.into(dst, src.shape, src.dtype, src)
+    return common.finish(rt_flip.flip(src, code, into), dst)
 
 
 def _transpose(image):
@@ -135,6 +148,8 @@ def rotate(src, rotateCode, dst=None):
     codes = (_cv2.ROTATE_90_CLOCKWISE, _cv2.ROTATE_180, _cv2.ROTATE_90_COUNTERCLOCKWISE)
     if rotateCode not in codes:
         raise common.error("rotate", f"unknown rotateCode {rotateCode}")
+    if rotateCode == _cv2.ROTATE_180 and _flips_on_host(src):
+        return _flip_on_host(src, -1, dst)
     if rotateCode != _cv2.ROTATE_180 and _moves_on_host(src):
         kind = "clockwise" if rotateCode == _cv2.ROTATE_90_CLOCKWISE else "counterclockwise"
         return _move(src, kind, dst)
