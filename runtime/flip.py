@@ -24,18 +24,17 @@ import numpy as np
 from gdp.errors import InputError
 from gdp.runtime.launch import run_host_kernel
 from gdp.runtime.tir_text import describe
+
+# The arrays it takes are transpose's: pixels of up to 16 bytes (a step 1 KB), int32 offsets.
+from gdp.runtime.transpose import MAX_BYTES, MAX_ELEMENT, element_bytes, takes
 from gdp.runtime.workspace import output
 
 # Pixels a step of a flip of the columns; bytes a step of a flip of the rows.
 PIXELS = 64
 VECTOR = 64
-# Element sizes the kernel takes: up to 16 bytes (float32 x 4), a step 1 KB.
-MAX_ELEMENT = 16
 # Bytes per strip at least (fewer strips for a small image) and strips at most.
 STRIP_BYTES = 1 << 16
 MAX_STRIPS = 16
-# Flat byte offsets are int32.
-MAX_BYTES = (1 << 31) - 1
 # cv2.flip's codes (any positive code is 1, any negative -1) and the input row of output row y.
 SOURCE_ROW = {0: "h - 1 - y", 1: "y", -1: "h - 1 - y"}
 
@@ -101,19 +100,6 @@ def source(code: int, element: int) -> tuple[str, str]:
         body = _COLUMNS.format(p=PIXELS, e=element, steps=_steps(element))
     body = "\n".join(" " * 12 + line for line in body.splitlines())
     return name, _SOURCE.format(name=name, source_row=SOURCE_ROW[code], e=element, body=body)
-
-
-def element_bytes(image: np.ndarray) -> int:
-    """The bytes of one pixel of an (H, W) or (H, W, C) array."""
-    return image.itemsize * (int(image.shape[2]) if image.ndim == 3 else 1)
-
-
-def takes(image: np.ndarray) -> bool:
-    """Whether the kernel takes this array: (H, W) or (H, W, C), pixels of at most MAX_ELEMENT
-    bytes, under MAX_BYTES."""
-    return (
-        image.ndim in (2, 3) and element_bytes(image) <= MAX_ELEMENT and image.nbytes <= MAX_BYTES
-    )
 
 
 def flip(image: np.ndarray, code: int, out: np.ndarray | None = None) -> np.ndarray:

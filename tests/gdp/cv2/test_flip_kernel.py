@@ -12,22 +12,10 @@ from gdp.errors import InputError
 from gdp.runtime import flip as rt_flip
 from tests.gdp.cv2.one_thread import run_on_one_thread
 
-# pixels of 1, 2, 3, 4, 6, 8, 12 and 16 bytes
-KINDS = [
-    (np.uint8, 1),
-    (np.uint8, 2),
-    (np.uint8, 3),
-    (np.uint8, 4),
-    (np.int16, 3),
-    (np.uint16, 4),
-    (np.float32, 3),
-    (np.float32, 4),
-]
+# pixels of 1, 2, 3, 4, 6, 8, 12 and 16 bytes, and the random images, as transpose's tests
+from tests.gdp.cv2.test_transpose_kernel import KINDS, _random
+
 CODES = [0, 1, -1, 7, -2]
-
-
-def _random(shape, dtype=np.uint8, seed=0):
-    return np.random.default_rng(seed).integers(0, 256, shape).astype(dtype)
 
 
 def _check(images):
