@@ -98,6 +98,11 @@ def _run(steps: list[int]) -> list[list[str]]:
     env = dict(os.environ, PYTHONPATH=ROOT)
     env.pop("TVM_NUM_THREADS", None)
     env.pop("OMP_NUM_THREADS", None)
+    # TVM's idle workers sleep at once rather than spin: a worker spinning by yields, on a
+    # machine another process keeps busy (CI's other test worker), spun on into the measured
+    # window and took 12-21% of a one-thread step's ticks there. Which threads run the work is
+    # what this measures, and the spin does not change it.
+    env["TVM_THREAD_POOL_SPIN_COUNT"] = "0"
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(script)],
         env=env,
