@@ -137,9 +137,9 @@ def _reorder(scn: int, order: list[int]) -> str:
     """The output's channels picked from the source's (-1: an alpha of 255): 64 output bytes at
     a time, each one shuffle of the one or two 64-byte windows of the source that hold them
     (and a vector of 255s), which LLVM makes a byte permute of two registers, stored on its own.
-    (One shuffle of the whole step ran 5x slower where it adds an alpha; the 64-byte parts
-    joined into one store of the step, a 480p BGR2RGB took 1.3-1.5x the time, in cache; as
-    much at 1080p and 4K, where both read and write at memory's speed, as OpenCV's.)"""
+    (One shuffle of the whole step ran 5x slower where it adds an alpha. The parts joined into
+    one store of the step took 1.3-1.5x the time of a 480p BGR2RGB in cache; at 1080p and 4K
+    both forms, and OpenCV's, move the bytes at memory's speed.)"""
     dcn, size = len(order), LANES * scn
     stores = []
     for first in range(0, LANES * dcn, 64):

@@ -44,8 +44,9 @@ stack[{base} + top[0]] = {y}
 stack[{base} + top[0] + 1] = {x}
 top[0] = top[0] + 2
 """
-# {inside}: whether a neighbour's row is one the flood may write (the strip's; the map's in
-# the serial part); {outside}: what it does with a candidate in another row.
+# The flood from the pixels on its stack (from {base}): rows [{y0}, {y1}) are the ones it may
+# write (the strip's; every row in the serial part), whose inner pixels' neighbours need no
+# bounds check; {outside}: what it does with a candidate in another row (_KEEP, or nothing).
 _FLOOD = """\
 while top[0] > 0:
     top[0] = top[0] - 2
