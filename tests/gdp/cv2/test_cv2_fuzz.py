@@ -26,7 +26,8 @@ def _fuzz(seed: int, calls: int, large: bool = False) -> None:
     assert not failures, "\n".join(failures)
 
 
-# seed 1 under `slow` (a minute of CI; seed 0 and the slow runs' seeds cover the same calls)
+# seed 1 under `slow` (a minute of CI): seed 0 runs in `make test`, seeds 1-7 and the large
+# views' under `make test-slow`
 @pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow)])
 def test_random_calls_agree_with_opencv(seed):
     _fuzz(seed, 40)
