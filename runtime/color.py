@@ -37,7 +37,7 @@ import numpy as np
 from gdp.errors import InputError
 from gdp.ops import color_tables as tables
 from gdp.runtime.launch import host_tensors, run_host_kernel
-from gdp.runtime.tir_text import describe, indent
+from gdp.runtime.tir_text import byte_shuffle, describe, indent
 from gdp.runtime.workspace import empty, output
 
 # Pixels a step.
@@ -143,22 +143,12 @@ def _reorder(scn: int, order: list[int]) -> str:
     dcn, size = len(order), LANES * scn
     stores = []
     for first in range(0, LANES * dcn, 64):
-        values = range(first, first + 64)
-        sources = [scn * (v // dcn) + order[v % dcn] for v in values if order[v % dcn] >= 0]
-        lo = min(sources)
-        width = 64 if max(sources) - lo < 64 and size >= 64 else 128
-        start = max(0, min(lo, size - width))
-        vectors = [f"img[T.Ramp(p * {scn} + {start}, 1, {width})]"]
-        if len(sources) < 64:  # an alpha: lane `width`
-            vectors.append(f"T.Broadcast(T.uint8(255), {width})")
         picks = [
-            width if order[v % dcn] < 0 else scn * (v // dcn) + order[v % dcn] - start
-            for v in values
+            None if order[v % dcn] < 0 else scn * (v // dcn) + order[v % dcn]
+            for v in range(first, first + 64)
         ]
-        stores.append(
-            f"out[T.Ramp(p * {dcn} + {first}, 1, 64)]"
-            f" = T.Shuffle([{', '.join(vectors)}], [{', '.join(map(str, picks))}])"
-        )
+        shuffle = byte_shuffle(f"p * {scn}", size, picks)
+        stores.append(f"out[T.Ramp(p * {dcn} + {first}, 1, 64)] = {shuffle}")
     return "\n".join(stores)
 
 

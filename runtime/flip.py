@@ -23,7 +23,7 @@ import numpy as np
 
 from gdp.errors import InputError
 from gdp.runtime.launch import run_host_kernel
-from gdp.runtime.tir_text import describe
+from gdp.runtime.tir_text import byte_shuffle, describe
 
 # The arrays it takes are transpose's: pixels of up to 16 bytes (a step 1 KB), int32 offsets.
 from gdp.runtime.transpose import MAX_BYTES, MAX_ELEMENT, element_bytes, takes
@@ -75,17 +75,10 @@ def _steps(e: int) -> str:
     size, lines = PIXELS * e, []
     source = f"a + (w - {PIXELS} * c - {PIXELS}) * {e}"
     for first in range(0, size, VECTOR):
-        # output byte t of the step is byte `picks[t]` of its input bytes
+        # output byte t of the step is byte (63 - t // e) * e + t % e of its input bytes
         picks = [(PIXELS - 1 - t // e) * e + t % e for t in range(first, first + VECTOR)]
-        lo = min(picks)
-        width = VECTOR if max(picks) - lo < VECTOR else 2 * VECTOR
-        start = max(0, min(lo, size - width))
-        window = f"img[T.Ramp({source} + {start}, 1, {width})]"
-        lanes = ", ".join(str(p - start) for p in picks)
-        lines.append(
-            f"    out[T.Ramp(b + c * {size} + {first}, 1, {VECTOR})]"
-            f" = T.Shuffle([{window}], [{lanes}])"
-        )
+        shuffle = byte_shuffle(source, size, picks)
+        lines.append(f"    out[T.Ramp(b + c * {size} + {first}, 1, {VECTOR})] = {shuffle}")
     return "\n".join(lines)
 
 

@@ -24,6 +24,23 @@ def indent(text: str, spaces: int) -> str:
     return "".join(" " * spaces + line if line.strip() else line for line in text.splitlines(True))
 
 
+def byte_shuffle(base: str, size: int, picks: list[int | None]) -> str:
+    """64 bytes picked from the kernel's input `img`, of the `size` bytes from `base` (byte
+    `picks[i]`, None for 255), as one
+    T.Shuffle of the one 64-byte window, or two, that hold them (and a vector of 255s where a
+    pick is None): LLVM makes it one byte permute (vpermb, or vpermt2b of two registers).
+    The windows stay within the `size` bytes, which are at least 64."""
+    taken = [p for p in picks if p is not None]
+    lo = min(taken)
+    width = 64 if max(taken) - lo < 64 and size >= 64 else 128
+    start = max(0, min(lo, size - width))
+    vectors = [f"img[T.Ramp({base} + {start}, 1, {width})]"]
+    if len(taken) < len(picks):  # 255: lane `width`, the first of a vector of 255s
+        vectors.append(f"T.Broadcast(T.uint8(255), {width})")
+    lanes = ", ".join(str(width if p is None else p - start) for p in picks)
+    return f"T.Shuffle([{', '.join(vectors)}], [{lanes}])"
+
+
 def inline(text: str, names: tuple[str, ...] | None = None) -> str:
     """`name = expression` lines (of `names`, else of any name) substituted into the lines
     after them, so that the kernel binds no names: TVM 0.27's loop vectorizer broadcasts a

@@ -13,7 +13,7 @@ from gdp.runtime import flip as rt_flip
 from tests.gdp.cv2.one_thread import run_on_one_thread
 
 # pixels of 1, 2, 3, 4, 6, 8, 12 and 16 bytes, and the random images, as transpose's tests
-from tests.gdp.cv2.test_transpose_kernel import KINDS, _random
+from tests.gdp.cv2.test_transpose_kernel import _random, every_pixel_kind
 
 CODES = [0, 1, -1, 7, -2]
 
@@ -31,14 +31,7 @@ def _check(images):
 
 def test_matches_opencv_for_every_pixel_size():
     # widths below, at and past the 64-pixel step and two steps; heights of 1 to 17 strips
-    shapes = [(1, 1), (3, 63), (2, 64), (5, 65), (17, 128), (16, 130), (33, 5)]
-    _check(
-        [
-            _random(s + ((channels,) if channels > 1 else ()), dtype, i)
-            for i, s in enumerate(shapes)
-            for dtype, channels in KINDS
-        ]
-    )
+    _check(every_pixel_kind([(1, 1), (3, 63), (2, 64), (5, 65), (17, 128), (16, 130), (33, 5)]))
 
 
 def test_matches_opencv_on_photos_of_many_sizes():

@@ -41,15 +41,17 @@ def _check(images):
     assert cv2.cache_info().programs == 0  # every call ran the hand kernel
 
 
+def every_pixel_kind(shapes):
+    """A random image of each of KINDS at each of `shapes` (h, w)."""
+    return [
+        _random(s + ((channels,) if channels > 1 else ()), dtype, i)
+        for i, s in enumerate(shapes)
+        for dtype, channels in KINDS
+    ]
+
+
 def test_matches_opencv_for_every_pixel_size():
-    shapes = [(1, 1), (7, 9), (8, 8), (9, 17), (16, 130), (130, 16), (33, 5)]
-    _check(
-        [
-            _random(s + ((channels,) if channels > 1 else ()), dtype, i)
-            for i, s in enumerate(shapes)
-            for dtype, channels in KINDS
-        ]
-    )
+    _check(every_pixel_kind([(1, 1), (7, 9), (8, 8), (9, 17), (16, 130), (130, 16), (33, 5)]))
 
 
 def test_matches_opencv_on_photos_of_many_sizes():
