@@ -25,7 +25,7 @@ import numpy as np
 
 from gdp.errors import InputError
 from gdp.runtime.launch import run_host_kernel
-from gdp.runtime.tir_text import describe
+from gdp.runtime.tir_text import byte_lookup, describe
 from gdp.runtime.workspace import output
 
 # A vector of the lookup: 64 bytes (one AVX-512 register).
@@ -39,11 +39,6 @@ MAX_STRIPS = 16
 MAX_LOOKUP_STRIPS = 64
 # Flat offsets are int32.
 MAX_PIXELS = (1 << 31) - 1
-
-_PERMUTE = (
-    'T.call_llvm_pure_intrin("uint8x64", "llvm.x86.avx512.vpermi2var.qi.512",'
-    " table[T.Ramp({first}, 1, 64)], {v}, table[T.Ramp({second}, 1, 64)])"
-)
 
 _LOOKUP = """
 @T.prim_func
@@ -66,9 +61,7 @@ def {name}(img_handle: T.handle, out_handle: T.handle, table_handle: T.handle, s
 # the stack every vector.
 _PIXELS = "img[T.Ramp(n // strips * s // 64 * 64 + k * 64, 1, 64)]"
 _VECTOR = """\
-            out[T.Ramp(n // strips * s // 64 * 64 + k * 64, 1, 64)] = T.Select(
-                {v} >= T.Broadcast(T.uint8(128), 64), {high}, {low}
-            )
+            out[T.Ramp(n // strips * s // 64 * 64 + k * 64, 1, 64)] = {value}
 """
 
 _SCALAR = """\
@@ -160,12 +153,7 @@ def permutes_bytes() -> bool:
 def lookup_source(vbmi: bool) -> tuple[str, str]:
     """(name, TVMScript) of the lookup kernel, with vpermi2b or a pixel at a time."""
     name = "lut_u8_vbmi" if vbmi else "lut_u8"
-    if vbmi:
-        low = _PERMUTE.format(first=0, second=64, v=_PIXELS)
-        high = _PERMUTE.format(first=128, second=192, v=_PIXELS)
-        vector = _VECTOR.format(low=low, high=high, v=_PIXELS)
-    else:
-        vector = _SCALAR
+    vector = _VECTOR.format(value=byte_lookup("table", 0, _PIXELS)) if vbmi else _SCALAR
     return name, _LOOKUP.format(name=name, vector=vector)
 
 

@@ -41,6 +41,20 @@ def byte_shuffle(base: str, size: int, picks: list[int | None]) -> str:
     return f"T.Shuffle([{', '.join(vectors)}], [{lanes}])"
 
 
+def byte_lookup(table: str, first: int, index: str) -> str:
+    """table[first + i] for each of the 64 byte indices i of `index` (a uint8x64 expression)
+    into a 256-byte table at `first` in the uint8 buffer `table`, with AVX-512 VBMI: a byte
+    permute of two registers (vpermi2b picks by an index's low 7 bits) over each half of the
+    table, and a select on the index's top bit."""
+    halves = [
+        'T.call_llvm_pure_intrin("uint8x64", "llvm.x86.avx512.vpermi2var.qi.512",'
+        f" {table}[T.Ramp({first + half}, 1, 64)], {index},"
+        f" {table}[T.Ramp({first + half + 64}, 1, 64)])"
+        for half in (0, 128)
+    ]
+    return f"T.Select({index} >= T.Broadcast(T.uint8(128), 64), {halves[1]}, {halves[0]})"
+
+
 def inline(text: str, names: tuple[str, ...] | None = None) -> str:
     """`name = expression` lines (of `names`, else of any name) substituted into the lines
     after them, so that the kernel binds no names: TVM 0.27's loop vectorizer broadcasts a

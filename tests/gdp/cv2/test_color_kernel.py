@@ -1,6 +1,6 @@
 """cvtColor of uint8 images runs on the cpu target through gdp.runtime.color's kernels: every
-colour (all 2^24) of every conversion they take, equal to OpenCV's (which checks HSV's float32
-divisions against OpenCV's division tables for every divisor); sizes that move the strips' and
+colour (all 2^24) of every conversion they take, equal to OpenCV's (which checks HSV's tables,
+looked up or float32 divisions, against OpenCV's for every divisor); sizes that move the strips' and
 the last step's boundaries, images under one step, views, HxWx1, dst; both thread counts; and
 the compiled programs, which chains, graphs and other targets still run, against OpenCV too."""
 
@@ -125,6 +125,17 @@ def test_without_avx512_as_opencv(monkeypatch, code, channels):
     src = _every_colour(channels)
     np.testing.assert_array_equal(cv2.cvtColor(src, code), real.cvtColor(src, code))
     assert calls  # the kernel asked, and got the one without AVX-512
+
+
+@pytest.mark.parametrize("code,channels", [(real.COLOR_BGR2HSV, 3), (real.COLOR_RGB2HSV, 4)])
+def test_hsv_without_vbmi_as_opencv(monkeypatch, code, channels):
+    """HSV where the CPU lacks AVX-512 VBMI's byte permutes: the tables as float32 divisions,
+    compiled and run here; every colour."""
+    calls = []
+    monkeypatch.setattr(color, "permutes_bytes", lambda: calls.append(1) or False)
+    src = _every_colour(channels)
+    np.testing.assert_array_equal(cv2.cvtColor(src, code), real.cvtColor(src, code))
+    assert calls  # the kernel asked, and got the one that divides
 
 
 def test_photos_views_and_dst():
