@@ -4,8 +4,13 @@ pixel is the source pixel at (rows[y], cols[x]), the two index tables cv::resize
 
 Why by hand: as a graph the copy is a gather whose lanes TVM loads one value at a time, and each
 call paid the compiled program's fixed cost: 1080p BGR to a third took 0.43 ms, OpenCV 0.17 ms.
-Here rows run in parallel and each pixel is copied whole where it is an integer of 1, 2, 4 or 8
-bytes (gray, BGRA, ...), else element by element (BGR).
+Here rows run in parallel. On a CPU with AVX-512 VBMI an output row is copied in chunks of 64
+bytes (32 where 64 would reach too far: a downscale by 2 to 4), each one byte permute
+(vpermi2b) of the 128 bytes of its source row that hold the chunk's bytes, with the chunk's
+picks made on the host (1080p BGR to a third: 0.19 -> 0.07 ms). Elsewhere, and where a chunk's
+bytes span more than 128 (a downscale by more than 4) or a source row is narrower, each pixel is
+copied whole where it is an integer of 1, 2, 4 or 8 bytes (gray, BGRA, ...), else element by
+element (BGR).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import numpy as np
 
 from gdp.errors import InputError
 from gdp.runtime.launch import run_host_kernel
+from gdp.runtime.lut import permutes_bytes
 from gdp.runtime.tir_text import describe
 from gdp.runtime.workspace import empty
 
@@ -75,6 +81,52 @@ _PARTS_COPY = """\
 """
 
 
+_PERMUTED = """
+@T.prim_func
+def {name}(
+    img_handle: T.handle,
+    out_handle: T.handle,
+    rows_handle: T.handle,
+    bases_handle: T.handle,
+    picks_handle: T.handle,
+    row_bytes: T.int32,
+):
+    T.func_attr({{"global_symbol": "{name}", "tir.noalias": True}})
+    n = T.int32()
+    m = T.int32()
+    H = T.int32()
+    chunks = T.int32()
+    img = T.match_buffer(img_handle, (n,), "uint8", align=1)
+    out = T.match_buffer(out_handle, (m,), "uint8", align=1)
+    rows = T.match_buffer(rows_handle, (H,), "int32", align=4)
+    bases = T.match_buffer(bases_handle, (chunks,), "int32", align=4)
+    picks = T.match_buffer(picks_handle, (chunks * 64,), "uint8", align=1)
+    for y in T.parallel(H):
+        for j in range(chunks):
+            # the last chunk ends with the row (bytes of the chunk before written again)
+            start = T.min(j * {chunk}, row_bytes - {chunk})
+            out[T.Ramp(y * row_bytes + start, 1, {chunk})] = {value}
+"""
+# The chunk's bytes from the 128 source bytes at its base (lanes 0-63 the first 64).
+_PERMUTE = (
+    'T.call_llvm_pure_intrin("uint8x64", "llvm.x86.avx512.vpermi2var.qi.512",'
+    " img[T.Ramp(rows[y] + bases[j], 1, 64)], picks[T.Ramp(j * 64, 1, 64)],"
+    " img[T.Ramp(rows[y] + bases[j] + 64, 1, 64)])"
+)
+# Output bytes a chunk, the largest first.
+CHUNKS = (64, 32)
+
+
+@functools.cache
+def permuted_source(chunk: int) -> tuple[str, str]:
+    """(name, TVMScript) of the permuted copy in chunks of `chunk` bytes."""
+    name = f"resize_nearest_permuted_{chunk}"
+    value = _PERMUTE
+    if chunk < 64:
+        value = f"T.Shuffle([{value}], [{', '.join(map(str, range(chunk)))}])"
+    return name, _PERMUTED.format(name=name, chunk=chunk, value=value)
+
+
 @functools.cache
 def source(unit: str, elements: int) -> tuple[str, str]:
     """(name, TVMScript) of the kernel copying `elements` values of `unit` a pixel: `rows` holds
@@ -97,6 +149,13 @@ class Plan:
     row_offsets: np.ndarray
     col_offsets: np.ndarray
     reach: int  # the largest column offset but the last column's (0 for one column)
+    # The permuted copy's, where it runs (chunk 0: it does not): each output row's source row
+    # as a byte offset, each chunk's base in its source row and its 64 picks from there.
+    chunk: int = 0
+    row_bytes: int = 0
+    source_rows: np.ndarray | None = None
+    bases: np.ndarray | None = None
+    picks: np.ndarray | None = None
 
 
 def plan(shape: tuple[int, ...], dtype, rows: np.ndarray, cols: np.ndarray) -> Plan:
@@ -122,7 +181,35 @@ def plan(shape: tuple[int, ...], dtype, rows: np.ndarray, cols: np.ndarray) -> P
     row_offsets = (rows * w * elements).astype(np.int32)
     col_offsets = (cols * elements).astype(np.int32)
     reach = int(col_offsets[:-1].max()) if col_offsets.size > 1 else 0
-    return Plan(unit, elements, tuple(shape), dtype, row_offsets, col_offsets, reach)
+    pixel = channels * dtype.itemsize
+    permuted = _permuted((h, w * pixel), rows, cols, pixel)
+    return Plan(unit, elements, tuple(shape), dtype, row_offsets, col_offsets, reach, *permuted)
+
+
+def _permuted(source: tuple[int, int], rows: np.ndarray, cols: np.ndarray, pixel: int) -> tuple:
+    """(chunk, row_bytes, source_rows, bases, picks) of the permuted copy of a source of
+    `source` (rows, bytes a row) and pixels of `pixel` bytes, or () where it does not run: no
+    VBMI, a source row under the permute's 128 bytes, an output row under a chunk, a chunk
+    whose bytes span more than 128, or byte offsets over int32."""
+    height, source_row = source
+    row_bytes = cols.size * pixel
+    too_large = max(height * source_row, rows.size * row_bytes) > MAX_ELEMENTS
+    if source_row < 128 or too_large or not permutes_bytes():
+        return ()
+    taken = (cols[:, None] * pixel + np.arange(pixel)).reshape(-1)  # each output byte's source
+    for chunk in CHUNKS:
+        if row_bytes < chunk:
+            continue
+        starts = np.minimum(np.arange(-(-row_bytes // chunk)) * chunk, row_bytes - chunk)
+        window = taken[starts[:, None] + np.arange(chunk)]
+        low = window.min(1)
+        if (window.max(1) - low < 128).all():
+            bases = np.minimum(low, source_row - 128)  # the 128 bytes stay in the row
+            picks = np.zeros((starts.size, 64), np.uint8)
+            picks[:, :chunk] = window - bases[:, None]
+            source_rows = (rows * source_row).astype(np.int32)
+            return chunk, row_bytes, source_rows, bases.astype(np.int32), picks.reshape(-1)
+    return ()
 
 
 def resize_nearest(image: np.ndarray, plan: Plan) -> np.ndarray:
@@ -135,6 +222,14 @@ def resize_nearest(image: np.ndarray, plan: Plan) -> np.ndarray:
     rows, cols = plan.row_offsets.size, plan.col_offsets.size
     out = empty((rows, cols, *image.shape[2:]), image.dtype)
     if not out.size:
+        return out
+    if plan.chunk:
+        name, text = permuted_source(plan.chunk)
+        flat = np.ascontiguousarray(image).reshape(-1).view(np.uint8)
+        target = out.reshape(-1).view(np.uint8)
+        run_host_kernel(
+            name, text, flat, target, plan.source_rows, plan.bases, plan.picks, plan.row_bytes
+        )
         return out
     name, text = source(plan.unit, plan.elements)
     flat = np.ascontiguousarray(image).reshape(-1).view(plan.unit)

@@ -1,7 +1,8 @@
 """gdp.cv2.resize with INTER_NEAREST runs gdp.runtime.nearest's hand kernel on the cpu target:
 against OpenCV for every dtype it takes and 1 to 4 channels (whole-pixel and value-by-value
-copies), enlarging and shrinking, at sizes that move a row's last pixel and the image's end, on
-views and into dst, on both thread counts; no program compiled."""
+copies, and the byte permutes' chunks of 64 and 32 bytes), enlarging and shrinking, at sizes
+that move a row's last pixel and last chunk and the image's end, on views and into dst, on both
+thread counts; no program compiled."""
 
 import cv2 as real
 import numpy as np
@@ -10,11 +11,11 @@ import skimage.data
 
 import gdp.cv2 as cv2
 from gdp.errors import InputError
-from gdp.runtime import nearest
+from gdp.runtime import lut, nearest
 from tests.gdp.cv2.one_thread import run_on_one_thread
 
 DTYPES = (np.uint8, np.uint16, np.int16, np.float32, np.float64)
-SHAPES = [(1, 1), (7, 9), (33, 65), (120, 77)]
+SHAPES = [(1, 1), (7, 9), (33, 65), (120, 77), (9, 301), (5, 1001)]
 
 
 def _image(shape, dtype, seed):
@@ -75,6 +76,50 @@ def test_any_index_tables_against_numpy():
             plan = nearest.plan(image.shape, image.dtype, rows, cols)
             want = image[np.ix_(rows, cols)]
             np.testing.assert_array_equal(nearest.resize_nearest(image, plan), want)
+
+
+def test_chunks_of_the_byte_permutes():
+    """Which copy a scale takes (a chunk of 64 bytes, of 32, or none), and each against OpenCV;
+    the copy without VBMI at the same scales."""
+    if not lut.permutes_bytes():
+        pytest.skip("this CPU has no AVX-512 VBMI: the permuted copy does not run")
+    image = _image((31, 643, 3), np.uint8, 5)
+    for width, chunk in ((2000, 64), (643, 64), (400, 64), (214, 32), (170, 32), (130, 0)):
+        plan = nearest.plan(
+            image.shape, image.dtype, np.arange(31), np.arange(width) * 643 // width
+        )
+        assert plan.chunk == chunk, width
+        _same(image, (width, 17))
+    gray = _image((3, 130), np.uint8, 6)  # 130 source bytes a row: the permute's 128 fit
+    assert nearest.plan(gray.shape, gray.dtype, [0], np.arange(64) * 2).chunk == 64
+    _same(gray, (64, 3))
+    _same(gray, (63, 3))  # an output row under a chunk of 64: one of 32
+
+
+def test_without_byte_permutes(monkeypatch):
+    from gdp.cv2 import geometry
+
+    monkeypatch.setattr(nearest, "permutes_bytes", lambda: False)
+    geometry._nearest_plan.cache_clear()  # plans are kept by size: made again, without
+    try:
+        _check((np.uint8, np.float32), [(9, 301), (5, 1001)])
+        plan = geometry._nearest_plan((5, 1001, 3), np.dtype(np.uint8), 500, 5, 0.5, 1.0)
+        assert plan.chunk == 0
+    finally:
+        geometry._nearest_plan.cache_clear()
+
+
+def test_any_index_tables_of_wide_rows_against_numpy():
+    """Columns in any order within a chunk's 128 bytes (permuted) or not (the other copy)."""
+    rng = np.random.default_rng(7)
+    for channels, spread in ((1, 40), (3, 12), (3, 400), (4, 3)):
+        image = _image((6, 400, channels), np.uint8, channels)
+        cols = np.clip(np.arange(150) * 2 + rng.integers(-spread, spread, 150), 0, 399)
+        rows = rng.integers(0, 6, 9)
+        plan = nearest.plan(image.shape, image.dtype, rows, cols)
+        np.testing.assert_array_equal(
+            nearest.resize_nearest(image, plan), image[np.ix_(rows, cols)]
+        )
 
 
 def test_plan_refuses_what_it_does_not_take():
