@@ -19,6 +19,7 @@ ops_scalar = common.LazyModule("gdp.ops.scalar")
 rt_area = common.LazyModule("gdp.runtime.area")
 rt_flip = common.LazyModule("gdp.runtime.flip")
 rt_nearest = common.LazyModule("gdp.runtime.nearest")
+rt_cubic = common.LazyModule("gdp.runtime.cubic")
 rt_pad = common.LazyModule("gdp.runtime.pad")
 rt_resize = common.LazyModule("gdp.runtime.resize")
 rt_transpose = common.LazyModule("gdp.runtime.transpose")
@@ -221,6 +222,11 @@ def resize(src, dsize, dst=None, fx=0, fy=0, interpolation=_cv2.INTER_LINEAR):
         plan = linear_plan(h, w, channels, width, height, scale_x, scale_y)
         into = common.into(dst, (height, width, *src.shape[2:]), np.uint8, src)
         return common.finish(rt_resize.resize(src, plan, into), dst)
+    if method == INTER_CUBIC and dtype == np.uint8 and common.on_host(src, out_bytes=out_bytes):
+        plan = cubic_plan(h, w, channels, width, height, scale_x, scale_y, ipp)
+        if plan.runs:  # gdp.runtime.cubic's kernel takes this resize on this CPU
+            into = common.into(dst, (height, width, *src.shape[2:]), np.uint8, src)
+            return common.finish(rt_cubic.resize(src, plan, into), dst)
     if (
         method == INTER_AREA
         and dtype == np.uint8
@@ -267,6 +273,13 @@ def linear_plan(h, w, channels, width, height, scale_x, scale_y, cut=None):
     """gdp.runtime.resize's plan of INTER_LINEAR on uint8 (OpenCV's tables), kept for the sizes
     met last (shared: never written)."""
     return rt_resize.Plan(h, w, channels, width, height, scale_x, scale_y, cut)
+
+
+@functools.lru_cache(maxsize=64)
+def cubic_plan(h, w, channels, width, height, scale_x, scale_y, ipp):
+    """gdp.runtime.cubic's plan of INTER_CUBIC on uint8 (gdp's program's tables), kept for the
+    sizes met last (shared: never written)."""
+    return rt_cubic.Plan(h, w, channels, width, height, scale_x, scale_y, ipp)
 
 
 @functools.lru_cache(maxsize=64)

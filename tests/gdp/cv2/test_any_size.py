@@ -7,6 +7,7 @@ sum), mean and meanStdDev (the pixel count from the run's shape), cvtColor to HS
 checked against OpenCV; the sizes are random, so that they move the generic kernels' strip and
 vector boundaries. A size called often still gets a program of its own (resize)."""
 
+import functools
 import threading
 import time
 
@@ -43,19 +44,40 @@ def _compilations(calls) -> int:
     return cv2.cache_info().compilations - before
 
 
-# (name, call, largest difference from OpenCV): uint8 cubic differs by 1 where OpenCV's vector
-# code sums its vertical pass in float32 (see test_resize.py). uint8 linear runs
-# gdp.runtime.resize's kernel, OpenCV's own arithmetic.
+# (name, call, largest difference from OpenCV): uint8 cubic differs by 1 where OpenCV (Intel
+# IPP's resize) does not sum exactly (see test_resize.py). uint8 linear runs
+# gdp.runtime.resize's kernel, OpenCV's own arithmetic. "program": with gdp.runtime.cubic's
+# kernel off (a CPU without VBMI), the program.
+_CUBIC = lambda m, x: m.resize(x, (150, 100), interpolation=m.INTER_CUBIC)
 RESIZES = [
     ("linear to 224x224", lambda m, x: m.resize(x, (224, 224)), 0),
     ("linear by fx, fy", lambda m, x: m.resize(x, None, fx=0.37, fy=0.41), 0),
     ("nearest to 61x97", lambda m, x: m.resize(x, (61, 97), interpolation=m.INTER_NEAREST), 0),
-    ("cubic to 150x100", lambda m, x: m.resize(x, (150, 100), interpolation=m.INTER_CUBIC), 1),
+    ("cubic to 150x100", _CUBIC, 1),
+    ("cubic to 150x100, program", _CUBIC, 1),
 ]
 
 
+def _cubic_kernel(monkeypatch, on: bool) -> bool:
+    """gdp.runtime.cubic's kernel on (where the CPU has VBMI) or off (the program) for the
+    test, its plans made afresh (they are kept by size, made with the kernel or not); whether
+    the kernel runs."""
+    from gdp.cv2 import geometry
+    from gdp.runtime import cubic
+
+    if not on:
+        monkeypatch.setattr(cubic, "permutes_bytes", lambda: False)
+    monkeypatch.setattr(
+        geometry, "cubic_plan", functools.lru_cache(geometry.cubic_plan.__wrapped__)
+    )
+    return cubic.permutes_bytes()
+
+
 @pytest.mark.parametrize("name,call,tolerance", RESIZES, ids=[r[0] for r in RESIZES])
-def test_one_resize_program_serves_every_size(name, call, tolerance):
+def test_one_resize_program_serves_every_size(monkeypatch, name, call, tolerance):
+    kernel = name.startswith(("nearest", "linear"))
+    if name.startswith("cubic"):
+        kernel = _cubic_kernel(monkeypatch, not name.endswith("program"))
     cv2.clear_cache()
     # Shrinking sizes only: a size's pass order (vertical first or not) is part of the program.
     images = [_photo(h, w) for h, w in _sizes(12, seed=len(name), low=230, high=420)]
@@ -67,8 +89,9 @@ def test_one_resize_program_serves_every_size(name, call, tolerance):
             diff = np.abs(got.astype(np.int32) - want.astype(np.int32)).max()
             assert diff <= tolerance, (image.shape, diff)
 
-    # nearest and linear run gdp.runtime's hand kernels on the cpu target: no program
-    assert _compilations(run) == (0 if name.startswith(("nearest", "linear")) else 1)
+    # nearest, linear and (with VBMI) cubic run gdp.runtime's hand kernels on the cpu target:
+    # no program
+    assert _compilations(run) == (0 if kernel else 1)
 
 
 def test_resize_gray_area_and_float_over_sizes():
@@ -132,6 +155,7 @@ def test_a_size_called_often_gets_its_own_program(monkeypatch):
     _trials_keep_every_sized_program(monkeypatch)
     monkeypatch.setattr(engine, "SIZED_AFTER", 3)
     image = _photo(333, 517)
+    _cubic_kernel(monkeypatch, False)
     cubic = cv2.INTER_CUBIC  # a program (uint8 linear runs a hand kernel, no program)
     want = real.resize(image, (224, 224), interpolation=cubic)
     for _ in range(3):
@@ -165,6 +189,7 @@ def test_a_sized_program_slower_than_the_generic_path_is_dropped(monkeypatch):
 
     monkeypatch.setattr(engine, "execute", slowed)
     image = _photo(123, 157)
+    _cubic_kernel(monkeypatch, False)
     cubic = cv2.INTER_CUBIC
     want = real.resize(image, (64, 48), interpolation=cubic)
     for _ in range(3):
