@@ -12,8 +12,9 @@ in phases through small buffers, which TVM allocates from its workspace; LINEAR 
 5-8 ms so, 2.4 ms now, OpenCV 2.9-5.8; NEAREST 2.5-3.5 ms, 0.8 now, OpenCV 0.8-1.7.) A block's
 coordinates are one float32 fma of 16 lanes, OpenCV's own formula (computed in float64 and cast,
 NEAREST took 1.14 ms).
-AVX-512's gather instruction was tried for the fetch and measured slower than scalar loads on
-this machine's AMD Zen 4 (about 45 cycles for 16 words).
+AVX-512's gather instruction fetches uint8 pixels of 3 and 4 channels on CPUs where it is fast
+(fast_gathers: Intel's from Sapphire Rapids); on AMD's Zen 4 it measured slower than scalar
+loads (about 45 cycles for 16 words), and there, and for other pixels, each is one load.
 
 The last columns of a row that do not fill a block are computed one by one with OpenCV's scalar
 formula for the coordinate (see gdp.ops.geometry's WARP_VECTOR_BLOCK): which formula a pixel gets
@@ -47,6 +48,23 @@ MAX_BYTES = (1 << 31) - 1
 # 12.3 -> 10.4 and 6.2 -> 4.1; by 90 and at 1080p within the noise (0.90-1.05x OpenCV).
 TILE_ROWS = 32
 TILE_BLOCKS = 1
+
+
+# CPUs (LLVM's names) whose AVX-512 gathers beat a load a lane: Intel's from Sapphire Rapids,
+# which the gather data sampling flaw (and its microcode's slower gathers) does not touch. On
+# Emerald Rapids (this project's VM), 1080p BGR rotated: NEAREST 3.4 -> 1.9 ms, LINEAR 9.2 ->
+# 6.2 ms; on AMD's Zen 4 a gather of 16 words took about 45 cycles, slower than the loads.
+FAST_GATHER_CPUS = frozenset(
+    {"sapphirerapids", "emeraldrapids", "graniterapids", "graniterapids-d", "diamondrapids"}
+)
+
+
+@functools.cache
+def fast_gathers() -> bool:
+    """Whether this CPU is one of FAST_GATHER_CPUS (asked once: TVM's target costs 0.25 ms)."""
+    from gdp.runtime.backends.tvm.kernels import host_target
+
+    return str(host_target().attrs.get("mcpu", "")) in FAST_GATHER_CPUS
 
 
 def _lanes(value, kind: str = "T.int32") -> str:
@@ -189,7 +207,7 @@ def {name}(
 """
 
 
-def _vector_nearest(channels: int, dtype: str, border: int) -> str:
+def _vector_nearest(channels: int, dtype: str, border: int, gathers: bool) -> str:
     """A nearest-neighbour block of BLOCK columns as vectors bound by T.let (in registers: no
     phase buffers): the coordinates, their rounding and the source pixels' offsets; the BLOCK
     pixels fetched as one load of `channels` values each, joined by a shuffle; the border put
@@ -230,6 +248,8 @@ def _vector_nearest(channels: int, dtype: str, border: int) -> str:
         )
         lines.append(f"inside: T.let = T.Select({inside}, {lanes('-1', 'T.int32')}, {zero})")
     store = f"dst[T.Ramp((y * W + xo * {n}) * {c}, 1, {n * c})] = "
+    if gathers and c == 4:  # a pixel is a word
+        pixels = f'T.reinterpret("uint8x{4 * n}", {_gathered(4, "tap", n)})'
     if c != 3:
         lines.append(store + bordered(pixels))
         return "\n".join(lines) + "\n"
@@ -238,6 +258,8 @@ def _vector_nearest(channels: int, dtype: str, border: int) -> str:
     # past the image. A source of one pixel keeps the 3-value loads.
     words = ", ".join(f"src[T.Ramp(T.Shuffle([start], [{i}]), 1, 4)]" for i in range(n))
     words = f"T.Shuffle([{words}], [{', '.join(map(str, range(4 * n)))}])"
+    if gathers:
+        words = f'T.reinterpret("uint8x{4 * n}", {_gathered(4, "start", n)})'
     first, later = (
         ", ".join(str(i * 4 + shift + k) for i in range(n) for k in range(3)) for shift in (0, 1)
     )
@@ -255,7 +277,7 @@ def _vector_nearest(channels: int, dtype: str, border: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _vector_linear(channels: int, dtype: str, border: int) -> str:
+def _vector_linear(channels: int, dtype: str, border: int, gathers: bool) -> str:
     """A bilinear block of BLOCK columns as vectors bound by T.let (in registers): the
     coordinates, floors and fractions; each tap row's pixel pair at column clamp(ix, 0, w - 2)
     (one load of 2 * channels values a pixel, joined by a shuffle) and which of the pair each
@@ -282,6 +304,7 @@ def _vector_linear(channels: int, dtype: str, border: int) -> str:
         f"second0: T.let = {clamp('ix', 'w - 1')} - {pair}",
         f"second1: T.let = {clamp(f'ix + {lanes(1)}', 'w - 1')} - {pair}",
     ]
+    prefix, lines = lines, []
     for row in range(2):
         start = "T.Shuffle([base], [{i}])" + (" + T.Shuffle([below], [{i}])" if row else "")
         loads = ", ".join(f"src[T.Ramp({start.format(i=i)}, 1, {2 * c})]" for i in range(n))
@@ -317,16 +340,77 @@ def _vector_linear(channels: int, dtype: str, border: int) -> str:
     order = ", ".join(str(k * n + i) for i in range(n) for k in range(c))
     joined = planes[0] if c == 1 else f"T.Shuffle([{', '.join(planes)}], [{order}])"
     lines.append(f"dst[T.Ramp((y * W + xo * {n}) * {c}, 1, {n * c})] = {joined}")
-    return "\n".join(lines) + "\n"
+    if gathers and dtype == "uint8" and c in (3, 4):
+        gathered = _gathered_pairs(c, n) + lines[2:]
+        if c == 4:  # a pair is 8 bytes: no gather reads past it
+            lines = gathered
+        else:  # the 8 bytes from a pair's start, or from the image's last 8 (2 bytes early)
+            lines = [
+                "if h * w >= 3:",
+                *("    " + line for line in gathered),
+                "else:",
+                *("    " + line for line in lines),
+            ]
+    return "\n".join(prefix + lines) + "\n"
+
+
+def _gathered(size: int, offsets: str, n: int) -> str:
+    """The `size`-byte words (4 or 8) at the byte offsets `offsets` (int32 lanes) of the uint8
+    source, by AVX-512's gathers: n values, 16 (words) or 8 (double words) a gather."""
+    if size == 4:
+        return (
+            f'T.call_llvm_pure_intrin("int32x{n}", "llvm.x86.avx512.gather.dpi.512",'
+            f" T.Broadcast(T.int32(0), {n}), T.address_of(src[0]), {offsets}, T.int16(-1),"
+            " T.int32(1))"
+        )
+    halves = []
+    for half in range(n // 8):
+        lanes = ", ".join(str(half * 8 + i) for i in range(8))
+        halves.append(
+            'T.reinterpret("uint8x64", T.call_llvm_pure_intrin("int64x8",'
+            ' "llvm.x86.avx512.gather.dpq.512", T.Broadcast(T.int64(0), 8),'
+            f" T.address_of(src[0]), T.Shuffle([{offsets}], [{lanes}]), T.int8(-1), T.int32(1)))"
+        )
+    return f"T.Shuffle([{', '.join(halves)}], [{', '.join(map(str, range(8 * n)))}])"
+
+
+def _gathered_pairs(c: int, n: int) -> list[str]:
+    """The lines binding row0 and row1 (each block pixel's pair of `c`-byte pixels in its tap
+    row) from 8-byte gathers: for 3 channels from `start`, which for the image's last pair is
+    2 bytes before it (its 8 bytes would end past the image), the pair then picked 2 bytes in."""
+    lines = []
+    for row in range(2):
+        at = "base" if row == 0 else "(base + below)"
+        if c == 4:
+            lines.append(f"row{row}: T.let = {_gathered(8, at, n)}")
+            continue
+        lines.append(f"start{row}: T.let = T.min({at}, T.Broadcast(h * w * 3 - 8, {n}))")
+        lines.append(f"words{row}: T.let = {_gathered(8, f'start{row}', n)}")
+        first, later = (
+            ", ".join(str(i * 8 + shift + k) for i in range(n) for k in range(6))
+            for shift in (0, 2)
+        )
+        spread = ", ".join(str(k * n + i) for i in range(n) for k in range(6))
+        late = ", ".join([f"start{row} != {at}"] * 6)
+        lines.append(
+            f"row{row}: T.let = T.Select(T.Shuffle([{late}], [{spread}]),"
+            f" T.Shuffle([words{row}], [{later}]), T.Shuffle([words{row}], [{first}]))"
+        )
+    return lines
 
 
 @functools.cache
-def source(dtype: str, channels: int, method: int, border: int) -> tuple[str, str]:
-    """(name, TVMScript) of the kernel for this dtype, channel count, method and border."""
+def source(
+    dtype: str, channels: int, method: int, border: int, gathers: bool = False
+) -> tuple[str, str]:
+    """(name, TVMScript) of the kernel for this dtype, channel count, method and border;
+    `gathers`: uint8 pixels of 3 and 4 channels fetched by AVX-512's gathers (fast_gathers)."""
     name = f"warp_affine_{dtype}_c{channels}_{'nearest' if method == NEAREST else 'linear'}"
     name += f"_{'constant' if border == CONSTANT else 'replicate'}"
+    gathers = gathers and dtype == "uint8" and channels in (3, 4)
+    name += "_gathers" if gathers else ""
     vector = _vector_nearest if method == NEAREST else _vector_linear
-    blocks = vector(channels, dtype, border)
+    blocks = vector(channels, dtype, border, gathers)
     tail = _direct("x", _SCALAR_COORDINATE, channels, dtype, method, border)
     text = _SOURCE.format(
         name=name,
@@ -378,7 +462,7 @@ def warp_affine(
     if not image.size or not out.size:
         return out
     dtype = image.dtype.name
-    name, text = source(dtype, channels, method, border)
+    name, text = source(dtype, channels, method, border, fast_gathers())
     src = np.ascontiguousarray(image).reshape(image.shape[0], image.shape[1], channels)
     run_host_kernel(
         name,
