@@ -117,6 +117,15 @@ def linear_taps_fixed(src: int, dst: int, scale: float) -> tuple[np.ndarray, np.
     return indices, _fixed(weights)
 
 
+def cubic_taps_fixed(
+    src: int, dst: int, scale: float, ipp: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """(indices, weights), each (dst, 4): INTER_CUBIC's taps along one axis of a uint8 resize as
+    gdp's program takes them (plan): clamped source indices, 11-bit weights summing to 2^11."""
+    indices, weights = axis_taps(src, dst, scale, INTER_CUBIC, ipp)
+    return indices, _fixed(weights)
+
+
 def linear_rows_opencv(src: int, dst: int, scale: float) -> tuple[np.ndarray, np.ndarray]:
     """(rows, weights), each (dst, 2): INTER_LINEAR's taps along the rows of a uint8 resize as
     cv::resize's vertical pass takes them: the float32 position's rows clamped into the image,

@@ -34,7 +34,7 @@ import numpy as np
 from gdp.errors import InputError
 from gdp.runtime.launch import host_tensors, run_host_kernel
 from gdp.runtime.lut import permutes_bytes
-from gdp.runtime.tir_text import describe
+from gdp.runtime.tir_text import describe, indent
 from gdp.runtime.workspace import output, scratch
 
 BITS = 11  # each pass's fixed point
@@ -143,14 +143,10 @@ def _vertical() -> str:
 def source() -> tuple[str, str]:
     """(name, TVMScript) of the kernel."""
     return "resize_cubic_u8", _KERNEL.format(
-        horizontal=_indent(_horizontal(), 24),
-        slots=_indent(_SLOTS, 12),
-        vertical=_indent(_vertical(), 16),
+        horizontal=indent(_horizontal(), 24),
+        slots=indent(_SLOTS, 12),
+        vertical=indent(_vertical(), 16),
     )
-
-
-def _indent(text: str, spaces: int) -> str:
-    return "".join(" " * spaces + line for line in text.splitlines(True))
 
 
 def _folded(indices: np.ndarray, weights: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -190,9 +186,7 @@ class Plan:
         )
         if not self.runs:
             return
-        cubic = resize_tables.INTER_CUBIC
-        indices, weights = resize_tables.axis_taps(w, width, scale_x, cubic, ipp)
-        first, weights = _folded(indices, resize_tables._fixed(weights), w)
+        first, weights = _folded(*resize_tables.cubic_taps_fixed(w, width, scale_x, ipp), w)
         # each output value's first tap's byte, and its 4 weights
         offsets = (first[:, None] * channels + np.arange(channels)).reshape(-1)
         weights = np.repeat(weights, channels, axis=0)
@@ -219,8 +213,7 @@ class Plan:
         )
         self.htab = np.concatenate([bases[:, None], pairs.astype(np.uint32).view(np.int32)], axis=1)
         self.htab = np.ascontiguousarray(self.htab, np.int32).reshape(-1)
-        rows, row_weights = resize_tables.axis_taps(h, height, scale_y, cubic, ipp)
-        row_weights = resize_tables._fixed(row_weights)
+        rows, row_weights = resize_tables.cubic_taps_fixed(h, height, scale_y, ipp)
         self.ytab = np.ascontiguousarray(np.concatenate([rows, row_weights], axis=1), np.int32)
         self.ytab = self.ytab.reshape(-1)
 

@@ -210,8 +210,8 @@ def {name}(
 def _vector_nearest(channels: int, dtype: str, border: int, gathers: bool) -> str:
     """A nearest-neighbour block of BLOCK columns as vectors bound by T.let (in registers: no
     phase buffers): the coordinates, their rounding and the source pixels' offsets; the BLOCK
-    pixels fetched as one load of `channels` values each, joined by a shuffle; the border put
-    in; one store."""
+    pixels fetched as one load of `channels` values each, joined by a shuffle (`gathers`: uint8
+    pixels of 3 and 4 channels as words by one gather); the border put in; one store."""
     n, c = BLOCK, channels
     lanes, coordinate = _lanes, _vector_coordinate
     zero, w1, h1 = lanes("0", "T.int32"), f"T.Broadcast(w - 1, {n})", f"T.Broadcast(h - 1, {n})"
@@ -280,8 +280,9 @@ def _vector_nearest(channels: int, dtype: str, border: int, gathers: bool) -> st
 def _vector_linear(channels: int, dtype: str, border: int, gathers: bool) -> str:
     """A bilinear block of BLOCK columns as vectors bound by T.let (in registers): the
     coordinates, floors and fractions; each tap row's pixel pair at column clamp(ix, 0, w - 2)
-    (one load of 2 * channels values a pixel, joined by a shuffle) and which of the pair each
-    tap is; the border; the interpolation (_value's); one store."""
+    (one load of 2 * channels values a pixel, joined by a shuffle; `gathers`: uint8 pairs of 3
+    and 4 channels by 8-byte gathers, _gathered_pairs) and which of the pair each tap is; the
+    border; the interpolation (_value's); one store."""
     n, c = BLOCK, channels
     lanes, coordinate = _lanes, _vector_coordinate
 
@@ -340,7 +341,7 @@ def _vector_linear(channels: int, dtype: str, border: int, gathers: bool) -> str
     order = ", ".join(str(k * n + i) for i in range(n) for k in range(c))
     joined = planes[0] if c == 1 else f"T.Shuffle([{', '.join(planes)}], [{order}])"
     lines.append(f"dst[T.Ramp((y * W + xo * {n}) * {c}, 1, {n * c})] = {joined}")
-    if gathers and dtype == "uint8" and c in (3, 4):
+    if gathers:  # uint8 of 3 or 4 channels (source)
         gathered = _gathered_pairs(c, n) + lines[2:]
         if c == 4:  # a pair is 8 bytes: no gather reads past it
             lines = gathered
