@@ -240,7 +240,7 @@ def test_canny_compiles_no_program_at_any_size():
     """Canny of every aperture, gray or colour, runs gdp.runtime.canny's kernels, one for every
     size."""
     cv2.clear_cache()
-    photos = [_photo(h, w) for h, w in _sizes(6, seed=11)]
+    photos = [_photo(h, w) for h, w in _sizes(4, seed=11)]
     images = [p[:, :, 1].copy() for p in photos] + photos
     thresholds = {3: (50, 150), 5: (100, 400), 7: (1500, 4500)}
 
@@ -558,7 +558,7 @@ def test_filters_of_one_computed_gray_in_a_program_of_any_size_and_of_one_size()
     assert len(chained._models) == 1
     (model,) = chained._models.values()
     assert model.report()["shapes_mode"] == "generic", model.report()["generic_error"]
-    for h, w in sizes[:2]:  # 4-row strips, halos across them
+    for h, w in sizes[:1]:  # 4-row strips, halos across them
         image = _photo(h, w)
         spec = tf.TensorSpec(image.shape, tf.uint8)
         sized = gdp.compile(

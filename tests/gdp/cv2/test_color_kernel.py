@@ -127,7 +127,10 @@ def test_without_avx512_as_opencv(monkeypatch, code, channels):
     assert calls  # the kernel asked, and got the one without AVX-512
 
 
-@pytest.mark.parametrize("code,channels", [(real.COLOR_BGR2HSV, 3), (real.COLOR_RGB2HSV, 4)])
+@pytest.mark.parametrize(
+    "code,channels",
+    [(real.COLOR_BGR2HSV, 3), pytest.param(real.COLOR_RGB2HSV, 4, marks=pytest.mark.slow)],
+)
 def test_hsv_without_vbmi_as_opencv(monkeypatch, code, channels):
     """HSV where the CPU lacks AVX-512 VBMI's byte permutes: the tables as float32 divisions,
     compiled and run here; every colour."""
