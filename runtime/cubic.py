@@ -34,7 +34,7 @@ import numpy as np
 from gdp.errors import InputError
 from gdp.runtime.launch import host_tensors, run_host_kernel
 from gdp.runtime.lut import permutes_bytes
-from gdp.runtime.tir_text import describe, indent
+from gdp.runtime.tir_text import describe, indent, permute_bytes
 from gdp.runtime.workspace import output, scratch
 
 BITS = 11  # each pass's fixed point
@@ -110,10 +110,11 @@ def _horizontal() -> str:
     step's window start, then its 32 pairs of weights (w0 | w1 << 16 of the 16 values, then
     w2 | w3 << 16); hidx each step's 64 byte indices into its window."""
     window = "img[T.Ramp(row + htab[j * 33], 1, 64)]"
-    picked = (
-        'T.call_llvm_pure_intrin("int8x64", "llvm.x86.avx512.vpermi2var.qi.512",'
-        f' T.reinterpret("int8x64", {window}), hidx[T.Ramp(j * 64, 1, 64)],'
-        f' T.reinterpret("int8x64", {window.replace("htab[j * 33]", "htab[j * 33] + 64")}))'
+    picked = permute_bytes(
+        f'T.reinterpret("int8x64", {window})',
+        "hidx[T.Ramp(j * 64, 1, 64)]",
+        f'T.reinterpret("int8x64", {window.replace("htab[j * 33]", "htab[j * 33] + 64")})',
+        "int8x64",
     )
     halves = []
     for half in range(2):

@@ -23,7 +23,7 @@ import numpy as np
 from gdp.errors import InputError
 from gdp.runtime.launch import run_host_kernel
 from gdp.runtime.lut import permutes_bytes
-from gdp.runtime.tir_text import describe
+from gdp.runtime.tir_text import describe, permute_bytes
 from gdp.runtime.workspace import empty
 
 # Flat offsets into the source are int32.
@@ -108,10 +108,10 @@ def {name}(
             out[T.Ramp(y * row_bytes + start, 1, {chunk})] = {value}
 """
 # The chunk's bytes from the 128 source bytes at its base (lanes 0-63 the first 64).
-_PERMUTE = (
-    'T.call_llvm_pure_intrin("uint8x64", "llvm.x86.avx512.vpermi2var.qi.512",'
-    " img[T.Ramp(rows[y] + bases[j], 1, 64)], picks[T.Ramp(j * 64, 1, 64)],"
-    " img[T.Ramp(rows[y] + bases[j] + 64, 1, 64)])"
+_PERMUTE = permute_bytes(
+    "img[T.Ramp(rows[y] + bases[j], 1, 64)]",
+    "picks[T.Ramp(j * 64, 1, 64)]",
+    "img[T.Ramp(rows[y] + bases[j] + 64, 1, 64)]",
 )
 # Output bytes a chunk, the largest first.
 CHUNKS = (64, 32)

@@ -34,7 +34,7 @@ import numpy as np
 from gdp.errors import InputError
 from gdp.runtime.launch import host_tensors, run_host_kernel
 from gdp.runtime.lut import permutes_bytes
-from gdp.runtime.tir_text import columns, describe, indent
+from gdp.runtime.tir_text import columns, describe, indent, permute_bytes
 from gdp.runtime.workspace import empty, output, scratch
 
 BITS = 11  # the horizontal weights' fixed point
@@ -136,10 +136,11 @@ def _horizontal_permuted(c: int) -> str:
     slot = _SLOT.format(t="t", c=c)
     n = f"width * {c}"
     window = f"img[T.Ramp({_ROW} + vtab[{n} + xo], 1, 64)]"
-    picked = (
-        'T.call_llvm_pure_intrin("int8x64", "llvm.x86.avx512.vpermi2var.qi.512",'
-        f' T.reinterpret("int8x64", {window}), vidx[T.Ramp(xo * 64, 1, 64)],'
-        f' T.reinterpret("int8x64", {window.replace(" + vtab", " + 64 + vtab")}))'
+    picked = permute_bytes(
+        f'T.reinterpret("int8x64", {window})',
+        "vidx[T.Ramp(xo * 64, 1, 64)]",
+        f'T.reinterpret("int8x64", {window.replace(" + vtab", " + 64 + vtab")})',
+        "int8x64",
     )
     halves = []
     for half in range(2):

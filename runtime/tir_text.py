@@ -41,15 +41,26 @@ def byte_shuffle(base: str, size: int, picks: list[int | None]) -> str:
     return f"T.Shuffle([{', '.join(vectors)}], [{lanes}])"
 
 
+def permute_bytes(low: str, index: str, high: str, dtype: str = "uint8x64") -> str:
+    """AVX-512 VBMI's byte permute of two registers (vpermi2b): byte i is byte index[i] % 128
+    of the 128 bytes `low` (64) then `high` (64), as a vector of `dtype` (8-bit lanes)."""
+    return (
+        f'T.call_llvm_pure_intrin("{dtype}", "llvm.x86.avx512.vpermi2var.qi.512",'
+        f" {low}, {index}, {high})"
+    )
+
+
 def byte_lookup(table: str, first: int, index: str) -> str:
     """table[first + i] for each of the 64 byte indices i of `index` (a uint8x64 expression)
     into a 256-byte table at `first` in the uint8 buffer `table`, with AVX-512 VBMI: a byte
     permute of two registers (vpermi2b picks by an index's low 7 bits) over each half of the
     table, and a select on the index's top bit."""
     halves = [
-        'T.call_llvm_pure_intrin("uint8x64", "llvm.x86.avx512.vpermi2var.qi.512",'
-        f" {table}[T.Ramp({first + half}, 1, 64)], {index},"
-        f" {table}[T.Ramp({first + half + 64}, 1, 64)])"
+        permute_bytes(
+            f"{table}[T.Ramp({first + half}, 1, 64)]",
+            index,
+            f"{table}[T.Ramp({first + half + 64}, 1, 64)]",
+        )
         for half in (0, 128)
     ]
     return f"T.Select({index} >= T.Broadcast(T.uint8(128), 64), {halves[1]}, {halves[0]})"
