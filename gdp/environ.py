@@ -11,6 +11,7 @@ import os
 import sys
 
 _BYTES = os.environ._data if os.name == "posix" else None  # type: ignore[attr-defined]
+_NAMES = None if _BYTES is None else _BYTES.keys()  # a live view
 
 
 def get(name: str, default: str | None = None) -> str | None:
@@ -42,20 +43,20 @@ def default_target():
     return _default_target()
 
 
-_encoded: dict[tuple[str, ...], tuple[bytes, ...]] = {}
+class Switches:
+    """Switches asked together on every call: `unset()` says whether none of them is set and no
+    gdp.set_target() chose a target (the usual case), in a few dict lookups, their names
+    encoded once (False where os.environ cannot be read so: ask each then). A process that
+    never imported gdp.api never called set_target."""
 
+    __slots__ = ("names", "_keys")
 
-def unset(names: tuple[str, ...]) -> bool:
-    """Whether none of `names` is set and no gdp.set_target() chose a target: the usual case,
-    answered in a few dict lookups (False where that cannot be read so; ask each then). A
-    process that never imported gdp.api never called set_target."""
-    if _BYTES is None:
-        return False
-    keys = _encoded.get(names)
-    if keys is None:
-        keys = _encoded[names] = tuple(name.encode() for name in names)
-    for key in keys:
-        if key in _BYTES:
+    def __init__(self, *names: str):
+        self.names = names
+        self._keys = tuple(name.encode() for name in names)
+
+    def unset(self) -> bool:
+        if _NAMES is None or not _NAMES.isdisjoint(self._keys):
             return False
-    api = sys.modules.get("gdp.api")
-    return api is None or api._default_target is None
+        api = sys.modules.get("gdp.api")
+        return api is None or api._default_target is None

@@ -56,6 +56,21 @@ _table: Any = _UNSET  # the active table's entries, None for none, _UNSET before
 _slower: Any = _UNSET  # _slower_classes(_table)
 
 
+class _Unread(dict):
+    """_rules before the table is read: its first lookup reads it (_active)."""
+
+    def get(self, name, default=None):
+        _active()
+        rules = _rules  # self only while another thread's set_dispatch is half done
+        return default if rules is self else rules.get(name, default)
+
+
+# {name: (position, keyword, default, flags)} for each name the table gives any size to: its
+# VARIANTS argument (position -1: none) and _slower's flags (by variant value where it has
+# one): what an eager call reads of the table, in one lookup by name.
+_rules: dict[str, tuple] = _Unread()
+
+
 # (size class, most pixels): size_class's loop without a multiplication per class.
 _MOST_PIXELS = tuple((name, h * w) for name, h, w in SIZE_CLASSES)
 # The classes' most pixels, ascending, for bisect: an image's class index is the first that
@@ -146,7 +161,7 @@ def set_dispatch(table: dict | str | Path | None = "auto") -> None:
     --cv2` stored for this machine, if any; a dict (as gdp.cv2.calibration.calibrate returns)
     or the path of a stored one applies as given, wherever it was measured; None runs every
     accelerated call through gdp."""
-    global _table, _slower
+    global _table, _slower, _rules
     if table is None:
         entries = None
     elif isinstance(table, str) and table == "auto":
@@ -158,6 +173,7 @@ def set_dispatch(table: dict | str | Path | None = "auto") -> None:
     with _lock:
         _table = entries
         _slower = _UNSET if entries is _UNSET else _slower_classes(entries)
+        _rules = _Unread() if entries is _UNSET else _rules_of(_slower)
 
 
 def _slower_classes(entries: dict | None) -> dict[str, dict[int | None, tuple[bool, ...]]]:
@@ -189,13 +205,23 @@ def _stored() -> dict | None:
     return entries if table.get("machine") == machine() else None
 
 
+def _rules_of(slower: dict) -> dict[str, tuple]:
+    rules = {}
+    for name, per_variant in slower.items():
+        position, keyword, default = VARIANTS.get(name, (-1, None, None))
+        flags = per_variant if position >= 0 else per_variant.get(None)
+        rules[name] = (position, keyword, default, flags)
+    return rules
+
+
 def _active() -> dict | None:
-    global _table, _slower
+    global _table, _slower, _rules
     if _table is _UNSET:
         with _lock:
             if _table is _UNSET:
                 _table = _stored()
                 _slower = _slower_classes(_table)
+                _rules = _rules_of(_slower)
     return _table
 
 
@@ -207,41 +233,46 @@ def enabled() -> bool:
 
 def runs_opencv(name: str, args: tuple, kwargs: dict) -> bool:
     """Whether this eager call is one the table gives to OpenCV. On every accelerated call,
-    where a small image's whole call takes 5-20 us and OpenCV's own 1-10: a few dict lookups
-    and one bisect (1.0 us where the table gives the call to OpenCV and no switch is set, on
-    a 2-core VM where a call of an empty lambda took 0.05 us)."""
+    where a small image's whole call takes 5-20 us and OpenCV's own 1-10: one lookup by name
+    (all where the table gives the function nothing), then the variant's flags and the size
+    class's (0.4-0.5 us where the table gives the call to OpenCV and no switch is set, on a
+    2-core VM where a call of an empty function took 0.1)."""
     image = args[0] if args else kwargs.get("src", kwargs.get("image"))
     # First: a call on TF tensors (graph mode) reads no table. Inside a tf.function, autograph
     # runs a converted copy of this code, whose module state is not this module's (the table
     # stayed unset, and the first call of a process failed).
     if not isinstance(image, np.ndarray):
         return False
-    slower = _slower
-    if slower is _UNSET:
-        _active()
-        slower = _slower
-    per_variant = slower.get(name)
-    if per_variant is None:
+    rule = _rules.get(name)
+    if rule is None:  # the table gives this function nothing
         return False
-    variant = VARIANTS.get(name)
-    if variant is None:
-        flags = per_variant.get(None)
-    else:  # variant_of, inline: this is the path of every call the table names
-        position, keyword, default = variant
-        value = args[position] if len(args) > position else kwargs.get(keyword, default)
-        if value is not None:
-            value = int(value) & _cv2.INTER_MAX if name == "warpAffine" else int(value)
-        flags = per_variant.get(value)
-    shape = image.shape
+    position, keyword, flags, shape = rule[0], rule[1], rule[3], image.shape
+    if position >= 0:  # by the variant argument's value: 6, 6.0 and np.int64(6) alike
+        value = args[position] if len(args) > position else kwargs.get(keyword, rule[2])
+        try:
+            flags = flags[value]
+        except (KeyError, TypeError):
+            flags = _variant_flags(name, flags, value)
     if flags is None or len(shape) < 2 or not flags[bisect_left(_BOUNDS, shape[0] * shape[1])]:
         return False
     # The table times gdp's cpu kernels, and only where dispatch is on. No switch set and no
     # set_target: both hold, without reading a target.
-    return environ.unset(_SWITCHES) or (enabled() and environ.default_target().name == "cpu")
+    return _SWITCHES.unset() or (enabled() and environ.default_target().name == "cpu")
+
+
+def _variant_flags(name: str, per_variant: dict, value) -> tuple | None:
+    """The flags of a variant argument no key equals: warpAffine's flags with more than the
+    interpolation (WARP_INVERSE_MAP), a value of another type; None where the table has none
+    or it is no number (gdp's function then decides what it means)."""
+    try:
+        value = int(value)
+    except (TypeError, ValueError):
+        return None
+    return per_variant.get(value & _cv2.INTER_MAX if name == "warpAffine" else value)
 
 
 # The switches that turn dispatch off or choose another target than the cpu one.
-_SWITCHES = ("GDP_CV2_DISPATCH", "GDP_CV2_STRICT", "GDP_TARGET")
+_SWITCHES = environ.Switches("GDP_CV2_DISPATCH", "GDP_CV2_STRICT", "GDP_TARGET")
 
 
 def where(names: list[str]) -> dict[str, dict[str, str]]:

@@ -18,3 +18,16 @@ def test_reads_follow_os_environ(monkeypatch):
     assert environ.get(name) == "cpu"
     del os.environ[name]
     assert environ.get(name) is None
+
+
+def test_switches_follow_os_environ(monkeypatch):
+    names = ("GDP_TEST_SWITCH_A", "GDP_TEST_SWITCH_B")
+    for name in names:
+        monkeypatch.delenv(name, raising=False)
+    switches = environ.Switches(*names)
+    assert switches.unset()
+    for name in names:
+        monkeypatch.setenv(name, "0")  # set, whatever its value
+        assert not switches.unset()
+        monkeypatch.delenv(name)
+        assert switches.unset()

@@ -151,6 +151,22 @@ def test_the_table_applies_on_the_cpu_target_only(opencv_calls, photo, monkeypat
     assert opencv_calls == ["GaussianBlur", "GaussianBlur"]
 
 
+def test_a_variant_given_as_another_type_is_the_same_variant(opencv_calls, photo):
+    """The table's variants are ints; OpenCV takes NumPy's integers for them too, and
+    warpAffine's flags with more than the interpolation. A variant argument no table could
+    hold (an array) leaves the call to gdp's function, which hands it to OpenCV to refuse."""
+    cv2.set_dispatch(_table({"cvtColor:6": {"480p": _slower()}, "warpAffine:0": {"480p": _slower()}}))
+    for code in (real.COLOR_BGR2GRAY, np.int64(real.COLOR_BGR2GRAY)):
+        np.testing.assert_array_equal(cv2.cvtColor(photo, code), real.cvtColor(photo, code))
+    assert opencv_calls == ["cvtColor", "cvtColor"]
+    matrix = np.array([[1.0, 0.1, 5], [-0.1, 1.0, 7]])
+    flags = np.int32(real.INTER_NEAREST | real.WARP_FILL_OUTLIERS)
+    cv2.warpAffine(photo, matrix, (640, 480), flags=flags)
+    assert opencv_calls[2:] == ["warpAffine"]
+    with pytest.raises((real.error, TypeError)):
+        cv2.cvtColor(photo, np.array([6, 6]))
+
+
 def test_images_past_the_largest_class_count_as_it(opencv_calls):
     cv2.set_dispatch(_table({"threshold:0": {"4k": _slower()}}))
     huge = np.full((2200, 4000), 7, np.uint8)
