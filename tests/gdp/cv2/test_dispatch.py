@@ -155,7 +155,9 @@ def test_a_variant_given_as_another_type_is_the_same_variant(opencv_calls, photo
     """The table's variants are ints; OpenCV takes NumPy's integers for them too, and
     warpAffine's flags with more than the interpolation. A variant argument no table could
     hold (an array) leaves the call to gdp's function, which hands it to OpenCV to refuse."""
-    cv2.set_dispatch(_table({"cvtColor:6": {"480p": _slower()}, "warpAffine:0": {"480p": _slower()}}))
+    cv2.set_dispatch(
+        _table({"cvtColor:6": {"480p": _slower()}, "warpAffine:0": {"480p": _slower()}})
+    )
     for code in (real.COLOR_BGR2GRAY, np.int64(real.COLOR_BGR2GRAY)):
         np.testing.assert_array_equal(cv2.cvtColor(photo, code), real.cvtColor(photo, code))
     assert opencv_calls == ["cvtColor", "cvtColor"]
