@@ -17,6 +17,7 @@ ops_geometry = common.LazyModule("gdp.ops.geometry")
 resize_tables = common.LazyModule("gdp.ops.resize_tables")
 ops_scalar = common.LazyModule("gdp.ops.scalar")
 rt_area = common.LazyModule("gdp.runtime.area")
+rt_halve = common.LazyModule("gdp.runtime.halve")
 rt_flip = common.LazyModule("gdp.runtime.flip")
 rt_nearest = common.LazyModule("gdp.runtime.nearest")
 rt_cubic = common.LazyModule("gdp.runtime.cubic")
@@ -222,6 +223,15 @@ def resize(src, dsize, dst=None, fx=0, fy=0, interpolation=_cv2.INTER_LINEAR):
         plan = linear_plan(h, w, channels, width, height, scale_x, scale_y)
         into = common.into(dst, (height, width, *src.shape[2:]), np.uint8, src)
         return common.finish(rt_resize.resize(src, plan, into), dst)
+    if (
+        method == INTER_AREA
+        and dtype == np.uint8
+        and halving
+        and rt_halve.takes(h, w, channels, width, height)
+        and common.on_host(src, out_bytes=out_bytes)
+    ):
+        into = common.into(dst, (height, width, *src.shape[2:]), np.uint8, src)
+        return common.finish(rt_halve.resize(src, width, height, into), dst)
     if method == INTER_CUBIC and dtype == np.uint8 and common.on_host(src, out_bytes=out_bytes):
         plan = cubic_plan(h, w, channels, width, height, scale_x, scale_y, ipp)
         if plan.runs:  # gdp.runtime.cubic's kernel takes this resize on this CPU
