@@ -56,6 +56,25 @@ def test_both_horizontal_passes(monkeypatch):
     _check_resizes(count=8, seed=2)
 
 
+def test_every_group_count_of_the_permuted_pass():
+    """A step's 32 values are picked from one 128-byte window (downscales by up to about 4),
+    or in two or four groups from a window each (up to about 7.5 and 15), or by loads past
+    that: each, 1-4 channels, widths whose last windows end with the row, against OpenCV."""
+    rng = np.random.default_rng(4)
+    cv2.clear_cache()
+    for channels in (1, 2, 3, 4):
+        seen = set()
+        for w, width in ((1001, 330), (1001, 190), (1001, 100), (1920, 224), (1999, 60)):
+            plan = resize.Plan(9, w, channels, width, 7, w / width, 9 / 7)
+            seen.add(plan.groups if plan.permutes else "loads")
+            shape = (9, w, channels) if channels > 1 else (9, w)
+            image = rng.integers(0, 256, shape, np.uint8)
+            got, want = cv2.resize(image, (width, 7)), real.resize(image, (width, 7))
+            np.testing.assert_array_equal(got, want, err_msg=f"{shape} to {width}")
+        assert seen == {1, 2, 4, "loads"}, (channels, seen)
+    assert cv2.cache_info().programs == 0
+
+
 def test_on_one_thread():
     run_on_one_thread(
         """
@@ -122,3 +141,19 @@ def test_kernel_refuses_what_it_does_not_take():
         resize.resize(np.zeros((5, 6, 4), np.uint8), plan)
     with pytest.raises(InputError, match="uint8"):
         resize.resize(np.zeros((5, 6, 3), np.float32), plan)
+
+
+def test_ipp_inexact_resizes_asked_for_are_opencvs(monkeypatch):
+    """cv2.ipp.setUseIPP_NotExact(True) makes OpenCV's 8-bit LINEAR resize IPP's, which gdp
+    does not reproduce: the call is OpenCV's (a FallthroughError under GDP_CV2_STRICT=1), by
+    the common call's short path too."""
+    image = np.random.default_rng(6).integers(0, 256, (120, 160, 3), np.uint8)
+    real.ipp.setUseIPP_NotExact(True)
+    try:
+        monkeypatch.setenv("GDP_CV2_STRICT", "1")
+        with pytest.raises(cv2.FallthroughError, match="IPP"):
+            cv2.resize(image, (77, 51))
+        monkeypatch.delenv("GDP_CV2_STRICT")
+        np.testing.assert_array_equal(cv2.resize(image, (77, 51)), real.resize(image, (77, 51)))
+    finally:
+        real.ipp.setUseIPP_NotExact(False)
