@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 import cv2 as real
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -126,6 +127,61 @@ def _chains(sizes: list[str], runs: int) -> list[str]:
     return lines
 
 
+def _other_calls(bgr, gray) -> list[calibration.Call]:
+    """Common calls beyond calibration's one per function and variant (the dispatch table
+    keys by those, so these are not calibrated): other sizes, channel counts and dtypes of
+    the same functions, as users make them."""
+    call = calibration.Call
+    h, w = gray.shape
+    bgra = real.cvtColor(bgr, real.COLOR_BGR2BGRA)
+    f32 = bgr.astype(np.float32) * np.float32(1 / 255)
+    gray32 = gray.astype(np.float32) * np.float32(1 / 255)
+    rotation = real.getRotationMatrix2D((w / 2, h / 2), 15, 0.9)
+    half, quarter = (w // 2, h // 2), (w // 4, h // 4)
+    area = {"interpolation": real.INTER_AREA}
+    nearest = {"flags": real.INTER_NEAREST}
+    return [
+        call("resize LINEAR to 1/2 gray", "resize", (gray, half), {}),
+        call("resize LINEAR to 1/2 BGR", "resize", (bgr, half), {}),
+        call("resize AREA to 1/2 BGRA", "resize", (bgra, half), area),
+        call("resize LINEAR to 1/4 BGR", "resize", (bgr, quarter), {}),
+        call("resize LINEAR 224 gray", "resize", (gray, (224, 224)), {}),
+        call("resize LINEAR 224 BGR", "resize", (bgr, (224, 224)), {}),
+        call("resize LINEAR to 1/2 float32 BGR", "resize", (f32, half), {}),
+        call("warpAffine LINEAR gray", "warpAffine", (gray, rotation, (w, h)), {}),
+        call("warpAffine NEAREST gray", "warpAffine", (gray, rotation, (w, h)), nearest),
+        call("warpAffine LINEAR BGRA", "warpAffine", (bgra, rotation, (w, h)), {}),
+        call("GaussianBlur 5x5 float32 BGR", "GaussianBlur", (f32, (5, 5), 0), {}),
+        call("cvtColor BGR2GRAY float32", "cvtColor", (f32, real.COLOR_BGR2GRAY), {}),
+        call("cvtColor GRAY2BGR", "cvtColor", (gray, real.COLOR_GRAY2BGR), {}),
+        call("threshold BINARY float32", "threshold", (gray32, 0.5, 1.0, 0), {}),
+        call("normalize MINMAX float32 BGR", "normalize", (f32, None, 0, 1, real.NORM_MINMAX), {}),
+    ]
+
+
+def _others(sizes: list[str], runs: int, only: list[str]) -> list[str]:
+    """_other_calls at each size: gdp's own kernels against OpenCV, in their steady state."""
+    lines = []
+    for name, h, w in dispatch.SIZE_CLASSES:
+        if name not in sizes:
+            continue
+        for call in _other_calls(*calibration.photo(h, w)):
+            if only and not any(call.label.startswith(p) for p in only):
+                continue
+            with calibration.own_kernels():
+                for _ in range(engine.SIZED_AFTER):
+                    call.through(gcv2)()
+                calibration.wait_for_background_compiles()
+                t = compare({"gdp": call.through(gcv2), "opencv": call.through(real)}, runs)
+            ratio = t["opencv"].median / t["gdp"].median
+            lines.append(
+                f"| {name} | {call.label} | {t['gdp'].cell()} | {t['opencv'].cell()}"
+                f" | {ratio:.2f}x |"
+            )
+            print(lines[-1], flush=True)
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=20)
@@ -174,9 +230,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     calibration.wait_for_background_compiles()
     chains = _chains(sizes, args.runs)
+    others = _others(sizes, args.runs, only)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    _chart([r for r in rows if r.accelerated], out / "cv2-speed.png")
+    if any(r.accelerated for r in rows):
+        _chart([r for r in rows if r.accelerated], out / "cv2-speed.png")
     text = "\n".join(
         [
             "# gdp.cv2 against OpenCV, call by call",
@@ -205,6 +263,16 @@ def main(argv: list[str] | None = None) -> int:
             " | OpenCV / eager |",
             "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
             *chains,
+            "",
+            "## Other common calls",
+            "",
+            "Other sizes, channel counts and dtypes of the same functions, as users make them"
+            " (not calibrated: the dispatch table keeps one call per function and variant);"
+            " gdp's own kernels against OpenCV.",
+            "",
+            "| size | call | gdp own ms (min-max) | OpenCV ms (min-max) | OpenCV / gdp |",
+            "| --- | --- | ---: | ---: | ---: |",
+            *others,
             "",
         ]
     )

@@ -375,7 +375,10 @@ def normalize(src, dst=None, alpha=1.0, beta=0.0, norm_type=_cv2.NORM_L2, dtype=
         if graph:
             raise common.error("normalize", reason)
         raise common.NotAccelerated(reason)
-    if not graph and _dtype(src) == "uint8" and common.on_host(src, out_bytes=src.size * 4):
+    # float32 by its extremes only (its norms' sums are the program's)
+    by_extremes = norm_type in (_cv2.NORM_MINMAX, _cv2.NORM_INF) and out_dtype == "float32"
+    on_host = _dtype(src) == "uint8" or (_dtype(src) == "float32" and by_extremes)
+    if not graph and on_host and common.on_host(src, out_bytes=src.size * 4):
         # the extremes or the norm (gdp.runtime.extrema, moments), then a table of the levels
         # or the float32 kernel
         scale, shift = _normalize_factors(
@@ -398,13 +401,20 @@ _DBL_EPSILON = float(np.finfo(np.float64).eps)  # gdp.ops.pointwise.DBL_EPSILON,
 def _normalize_factors(
     src: np.ndarray, norm_type: int, alpha: float, beta: float, to_float32: bool
 ) -> tuple[float, float]:
-    """(scale, shift) of normalize for a uint8 image, as OpenCV computes them in float64: from
-    its extremes (NORM_MINMAX, and NORM_INF: the largest value) or its sums. Into float32,
-    NORM_MINMAX's are OpenCV's float32 ones: the scale rounded, the shift a float32 difference
-    (float)dmin - (float)(smin * scale)."""
+    """(scale, shift) of normalize for a uint8 image (or a float32 one by its extremes), as
+    OpenCV computes them in float64: from its extremes (NORM_MINMAX, and NORM_INF: the largest
+    magnitude) or its sums. Into float32, NORM_MINMAX's are OpenCV's float32 ones: the scale
+    rounded, the shift a float32 difference (float)dmin - (float)(smin * scale). NaN for an
+    image holding an infinity (the caller's program computes it, as OpenCV). An image holding
+    a NaN is OpenCV's: its extremes skip NaNs (the program's propagated them: a whole image of
+    NaNs where OpenCV's had the one)."""
     if norm_type in (_cv2.NORM_MINMAX, _cv2.NORM_INF):
         found = extrema(src)
+        if found.nans:
+            raise common.NotAccelerated("the image holds NaN")
         low, high = float(found.low), float(found.high)
+        if not (math.isfinite(low) and math.isfinite(high)):
+            return math.nan, math.nan
     if norm_type == _cv2.NORM_MINMAX:
         dmin, dmax = min(alpha, beta), max(alpha, beta)
         span = high - low
@@ -414,7 +424,7 @@ def _normalize_factors(
             return scale, float(np.float32(dmin) - np.float32(low * scale))
         return scale, dmin - low * scale
     if norm_type == _cv2.NORM_INF:
-        n = high
+        n = max(-low, high)
     else:  # exact integer sums: their float64 total is the same in any order
         totals, squares = sums(src)
         n = float(totals.sum()) if norm_type == _cv2.NORM_L1 else math.sqrt(float(squares.sum()))

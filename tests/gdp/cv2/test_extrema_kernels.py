@@ -1,4 +1,5 @@
-"""minMaxLoc, normalize of uint8 images and countNonZero on the cpu target run through
+"""minMaxLoc, normalize of uint8 images (and of float32 ones by their extremes) and countNonZero
+on the cpu target run through
 gdp.runtime's extrema, convert and nonzero kernels: bit for bit OpenCV's on real photos, random
 images and views, on both thread counts; the kernels against NumPy at sizes that move their
 strips, blocks and vectors, with the extremes placed at the edges of those (a strip's first and
@@ -82,6 +83,50 @@ def test_into_dst_and_in_place():
     want = real.normalize(image, None, 0, 255, real.NORM_MINMAX)
     cv2.normalize(image, image, 0, 255, cv2.NORM_MINMAX)
     np.testing.assert_array_equal(image, want)
+
+
+def test_normalize_of_float32_by_its_extremes():
+    """NORM_MINMAX and NORM_INF of float32 images into float32: the extremes kernel, then the
+    scale kernel's fused multiply-add, bit for bit OpenCV's, for photos, negative and large
+    values, a constant image, views, 1-4 channels, dst and in place; no program. An image
+    holding a NaN is OpenCV's (its extremes skip NaNs); one holding an infinity the program's,
+    as OpenCV's too."""
+    rng = np.random.default_rng(11)
+    photo = _images()[0].astype(np.float32) * np.float32(1 / 255)
+    images = [
+        photo,
+        photo[5:900:3, 1000:17:-2, 1],
+        _random((333, 517), 5).astype(np.float32) * np.float32(3.7) - np.float32(100),
+        rng.standard_normal((101, 99, 4)).astype(np.float32) * np.float32(1e3),
+        rng.standard_normal((7, 9, 2)).astype(np.float32),
+        np.full((40, 50), 2.5, np.float32),
+        rng.random((1, 17), dtype=np.float32),
+    ]
+    cases = [(0, 1, real.NORM_MINMAX), (1, 0, real.NORM_MINMAX), (-3.3, 255, real.NORM_MINMAX)]
+    cases += [(1, 0, real.NORM_INF), (7.5, 0, real.NORM_INF)]
+    cv2.clear_cache()
+    for image in images:
+        for alpha, beta, kind in cases:
+            for dtype in (-1, real.CV_32F):
+                got = cv2.normalize(image, None, alpha, beta, kind, dtype)
+                want = real.normalize(image, None, alpha, beta, kind, dtype)
+                assert got.dtype == want.dtype == np.float32
+                np.testing.assert_array_equal(got, want, err_msg=f"{image.shape} {alpha, kind}")
+    image = images[2].copy()
+    want = real.normalize(image, None, 0, 1, real.NORM_MINMAX)
+    dst = np.empty_like(image)
+    assert cv2.normalize(image, dst, 0, 1, cv2.NORM_MINMAX) is dst
+    np.testing.assert_array_equal(dst, want)
+    cv2.normalize(image, image, 0, 1, cv2.NORM_MINMAX)
+    np.testing.assert_array_equal(image, want)
+    assert cv2.cache_info().programs == 0
+    for special in (np.nan, np.inf):
+        image = rng.random((20, 30), dtype=np.float32)
+        image[3, 4] = special
+        for alpha, beta, kind in cases[:1] + cases[3:4]:
+            got = cv2.normalize(image, None, alpha, beta, kind)
+            want = real.normalize(image, None, alpha, beta, kind)
+            np.testing.assert_array_equal(got, want, err_msg=f"{special} {kind}")
 
 
 # Sizes around the kernels' vectors (16 float32, 64 uint8), blocks (256 vectors), strips
@@ -178,5 +223,5 @@ def test_kernels_refuse_what_they_do_not_take():
         extrema.extrema(np.zeros((0, 4), np.uint8))
     with pytest.raises(InputError, match="float64"):
         nonzero.count_non_zero(np.zeros(4, np.float64))
-    with pytest.raises(InputError, match="uint8"):
-        scale_to_float32(np.zeros(4, np.float32), 1.0, 0.0)
+    with pytest.raises(InputError, match="uint8 or float32 array, got float64"):
+        scale_to_float32(np.zeros(4, np.float64), 1.0, 0.0)
