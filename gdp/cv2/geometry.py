@@ -171,15 +171,15 @@ def resize(src, dsize, dst=None, fx=0, fy=0, interpolation=_cv2.INTER_LINEAR):
     if (
         dst is None
         and interpolation.__class__ is int
-        and interpolation == _cv2.INTER_LINEAR
+        and (interpolation == _cv2.INTER_LINEAR or interpolation == _cv2.INTER_AREA)
         and src.__class__ is np.ndarray
         and src.dtype is common.UINT8
         and dsize.__class__ is tuple
     ):
-        # The common call (a uint8 image to a given size, bilinear, no dst), straight to the
-        # kernel: the general path's layers cost 12 us a call (a 224x224 gray output's kernel
-        # takes 40).
-        fast = _linear_fast(src, dsize)
+        # The common call (a uint8 image to a given size, bilinear, or by area to half, no
+        # dst), straight to the kernel: the general path's layers cost 12 us a call (a 224x224
+        # gray output's kernel takes 40).
+        fast = _fast_resize(src, dsize, interpolation)
         if fast is not None:
             return fast
     src = common.image("resize", src)
@@ -292,28 +292,32 @@ def resize(src, dsize, dst=None, fx=0, fy=0, interpolation=_cv2.INTER_LINEAR):
     return common.finish(out.reshape(shape), dst)
 
 
-def _linear_fast(src: np.ndarray, dsize: tuple) -> np.ndarray | None:
-    """resize's common call on the linear kernel, or None where the general path decides
-    (another size of dsize, an exact halving, which is OpenCV's area path, a narrow or
+def _fast_resize(src: np.ndarray, dsize: tuple, interpolation: int) -> np.ndarray | None:
+    """resize's common call on the halving or linear kernel, or None where the general path
+    decides (another size of dsize, AREA but to half, 2 channels halved, a narrow or
     non-contiguous image, IPP's inexact resizes asked for, another target)."""
     if len(dsize) != 2 or dsize[0].__class__ is not int or dsize[1].__class__ is not int:
         return None
     width, height = dsize
     h, w = src.shape[:2]
     channels = src.shape[2] if src.ndim == 3 else 1
-    if (
+    if not (
         width > 0
         and height > 0
-        and w >= 2
         and (width, height) != (w, h)
-        and (2 * width, 2 * height) != (w, h)
         and common.plain_image(src, out_bytes=width * height * channels)
         and not _cv2.ipp.useIPP_NotExact()
     ):
-        # OpenCV's scales, as the general path computes them
-        plan = linear_plan(h, w, channels, width, height, 1.0 / (width / w), 1.0 / (height / h))
-        return rt_resize.resize(src, plan)
-    return None
+        return None
+    if (2 * width, 2 * height) == (w, h):  # OpenCV's area path, for LINEAR too
+        if rt_halve.takes(h, w, channels, width, height):
+            return rt_halve.resize(src, width, height)
+        return None
+    if interpolation != _cv2.INTER_LINEAR or w < 2:
+        return None
+    # OpenCV's scales, as the general path computes them
+    plan = linear_plan(h, w, channels, width, height, 1.0 / (width / w), 1.0 / (height / h))
+    return rt_resize.resize(src, plan)
 
 
 @functools.lru_cache(maxsize=64)
