@@ -12,9 +12,13 @@ in phases through small buffers, which TVM allocates from its workspace; LINEAR 
 5-8 ms so, 2.4 ms now, OpenCV 2.9-5.8; NEAREST 2.5-3.5 ms, 0.8 now, OpenCV 0.8-1.7.) A block's
 coordinates are one float32 fma of 16 lanes, OpenCV's own formula (computed in float64 and cast,
 NEAREST took 1.14 ms).
-AVX-512's gather instruction fetches uint8 pixels of 3 and 4 channels on CPUs where it is fast
-(fast_gathers: Intel's from Sapphire Rapids); on AMD's Zen 4 it measured slower than scalar
-loads (about 45 cycles for 16 words), and there, and for other pixels, each is one load.
+AVX-512's gather instruction fetches uint8 pixels on CPUs where it is fast (fast_gathers:
+Intel's from Sapphire Rapids): a gray pixel, or a LINEAR tap row's pair of them, as the first
+bytes of a word (a word at the image's last pixels is the image's last word, the bytes taken
+later in it: 1080p gray rotated LINEAR 3.5 -> 2.3 ms, NEAREST 1.35 -> 1.1, OpenCV 2.3-2.6 and
+1.05-1.25); BGR and BGRA pixels as words and pairs as double words. On AMD's Zen 4 a gather
+measured slower than scalar loads (about 45 cycles for 16 words), and there, and for other
+dtypes, each is one load.
 
 The last columns of a row that do not fill a block are computed one by one with OpenCV's scalar
 formula for the coordinate (see gdp.ops.geometry's WARP_VECTOR_BLOCK): which formula a pixel gets
@@ -211,7 +215,7 @@ def _vector_nearest(channels: int, dtype: str, border: int, gathers: bool) -> st
     """A nearest-neighbour block of BLOCK columns as vectors bound by T.let (in registers: no
     phase buffers): the coordinates, their rounding and the source pixels' offsets; the BLOCK
     pixels fetched as one load of `channels` values each, joined by a shuffle (`gathers`: uint8
-    pixels of 3 and 4 channels as words by one gather); the border put in; one store."""
+    pixels as words by one gather); the border put in; one store."""
     n, c = BLOCK, channels
     lanes, coordinate = _lanes, _vector_coordinate
     zero, w1, h1 = lanes("0", "T.int32"), f"T.Broadcast(w - 1, {n})", f"T.Broadcast(h - 1, {n})"
@@ -250,6 +254,15 @@ def _vector_nearest(channels: int, dtype: str, border: int, gathers: bool) -> st
     store = f"dst[T.Ramp((y * W + xo * {n}) * {c}, 1, {n * c})] = "
     if gathers and c == 4:  # a pixel is a word
         pixels = f'T.reinterpret("uint8x{4 * n}", {_gathered(4, "tap", n)})'
+    if gathers and c == 1:  # a pixel is a word's first byte, or a later one at the image's end
+        lines += [
+            "if h * w >= 4:",
+            f"    {_tail_words('start', 'tap', 'h * w - 4', n)}",
+            f"    {store}{bordered(_word_bytes('tap', 'start', n, 1))}",
+            "else:",
+            f"    {store}{bordered(pixels)}",
+        ]
+        return "\n".join(lines) + "\n"
     if c != 3:
         lines.append(store + bordered(pixels))
         return "\n".join(lines) + "\n"
@@ -280,8 +293,8 @@ def _vector_nearest(channels: int, dtype: str, border: int, gathers: bool) -> st
 def _vector_linear(channels: int, dtype: str, border: int, gathers: bool) -> str:
     """A bilinear block of BLOCK columns as vectors bound by T.let (in registers): the
     coordinates, floors and fractions; each tap row's pixel pair at column clamp(ix, 0, w - 2)
-    (one load of 2 * channels values a pixel, joined by a shuffle; `gathers`: uint8 pairs of 3
-    and 4 channels by 8-byte gathers, _gathered_pairs) and which of the pair each tap is; the
+    (one load of 2 * channels values a pixel, joined by a shuffle; `gathers`: uint8 pairs by
+    gathers of words or double words, _gathered_pairs) and which of the pair each tap is; the
     border; the interpolation (_value's); one store."""
     n, c = BLOCK, channels
     lanes, coordinate = _lanes, _vector_coordinate
@@ -341,13 +354,13 @@ def _vector_linear(channels: int, dtype: str, border: int, gathers: bool) -> str
     order = ", ".join(str(k * n + i) for i in range(n) for k in range(c))
     joined = planes[0] if c == 1 else f"T.Shuffle([{', '.join(planes)}], [{order}])"
     lines.append(f"dst[T.Ramp((y * W + xo * {n}) * {c}, 1, {n * c})] = {joined}")
-    if gathers:  # uint8 of 3 or 4 channels (source)
+    if gathers:  # uint8 of 1, 3 or 4 channels (source)
         gathered = _gathered_pairs(c, n) + lines[2:]
         if c == 4:  # a pair is 8 bytes: no gather reads past it
             lines = gathered
-        else:  # the 8 bytes from a pair's start, or from the image's last 8 (2 bytes early)
+        else:  # a word from a pair's start, or the image's last word (the pair later in it)
             lines = [
-                "if h * w >= 3:",
+                f"if h * w >= {4 if c == 1 else 3}:",
                 *("    " + line for line in gathered),
                 "else:",
                 *("    " + line for line in lines),
@@ -375,15 +388,37 @@ def _gathered(size: int, offsets: str, n: int) -> str:
     return f"T.Shuffle([{', '.join(halves)}], [{', '.join(map(str, range(8 * n)))}])"
 
 
+def _tail_words(start: str, at: str, last: str, n: int) -> str:
+    """Bind `start`: the byte offsets `at`, each at most `last` (the image's last word: a
+    word gathered from it ends with the image)."""
+    return f"{start}: T.let = T.min({at}, T.Broadcast({last}, {n}))"
+
+
+def _word_bytes(at: str, start: str, n: int, count: int) -> str:
+    """The first `count` bytes (1 or 2) at `at` of each lane, from the word gathered at its
+    `start` (`at` or up to 3 bytes before it): the word shifted right by their difference,
+    its low bytes, in order (n * count uint8 values)."""
+    words = f"T.shift_right({_gathered(4, start, n)}, ({at} - {start}) * T.Broadcast(8, {n}))"
+    if count == 1:
+        return f'T.Cast("uint8x{n}", {words})'
+    picks = ", ".join(str(4 * i + k) for i in range(n) for k in range(count))
+    return f'T.Shuffle([T.reinterpret("uint8x{4 * n}", {words})], [{picks}])'
+
+
 def _gathered_pairs(c: int, n: int) -> list[str]:
     """The lines binding row0 and row1 (each block pixel's pair of `c`-byte pixels in its tap
-    row) from 8-byte gathers: for 3 channels from `start`, which for the image's last pair is
-    2 bytes before it (its 8 bytes would end past the image), the pair then picked 2 bytes in."""
+    row) from gathers: of 4 bytes for gray (_word_bytes), of 8 for 3 and 4 channels; for 3
+    from `start`, which for the image's last pair is 2 bytes before it (its 8 bytes would end
+    past the image), the pair then picked 2 bytes in."""
     lines = []
     for row in range(2):
         at = "base" if row == 0 else "(base + below)"
         if c == 4:
             lines.append(f"row{row}: T.let = {_gathered(8, at, n)}")
+            continue
+        if c == 1:  # a pair is a word's first 2 bytes, or later ones at the image's end
+            lines.append(_tail_words(f"start{row}", at, "h * w - 4", n))
+            lines.append(f"row{row}: T.let = {_word_bytes(at, f'start{row}', n, 2)}")
             continue
         lines.append(f"start{row}: T.let = T.min({at}, T.Broadcast(h * w * 3 - 8, {n}))")
         lines.append(f"words{row}: T.let = {_gathered(8, f'start{row}', n)}")
@@ -405,10 +440,10 @@ def source(
     dtype: str, channels: int, method: int, border: int, gathers: bool = False
 ) -> tuple[str, str]:
     """(name, TVMScript) of the kernel for this dtype, channel count, method and border;
-    `gathers`: uint8 pixels of 3 and 4 channels fetched by AVX-512's gathers (fast_gathers)."""
+    `gathers`: uint8 pixels fetched by AVX-512's gathers (fast_gathers)."""
     name = f"warp_affine_{dtype}_c{channels}_{'nearest' if method == NEAREST else 'linear'}"
     name += f"_{'constant' if border == CONSTANT else 'replicate'}"
-    gathers = gathers and dtype == "uint8" and channels in (3, 4)
+    gathers = gathers and dtype == "uint8"
     name += "_gathers" if gathers else ""
     vector = _vector_nearest if method == NEAREST else _vector_linear
     blocks = vector(channels, dtype, border, gathers)

@@ -137,26 +137,30 @@ def test_nearest_on_sources_of_one_and_two_pixels(channels):
 
 @pytest.mark.parametrize("gathers", [True, False], ids=["gathers", "loads"])
 def test_both_fetches_of_uint8_pixels(monkeypatch, gathers):
-    """uint8 pixels of 3 and 4 channels by AVX-512's gathers (the kernel of CPUs where they are
-    fast) and by a load each (other CPUs), whatever this CPU is: at sizes that move the blocks,
-    and LINEAR on sources whose last pair a gather's 8 bytes would run past (1x2, 1x3, 2x2)."""
+    """uint8 pixels by AVX-512's gathers (the kernel of CPUs where they are fast) and by a load
+    each (other CPUs), whatever this CPU is: at sizes that move the blocks, and on sources
+    whose last pixels a gathered word would run past (gray: its last 3 pixels, a pair's word
+    its last 2; BGR: a pair's 8 bytes its last 2), each taken from the image's last word."""
     from gdp.runtime import color
 
     if gathers and not color.avx512():
         pytest.skip("this CPU has no AVX-512: no gathers")
     monkeypatch.setattr(warp, "fast_gathers", lambda: gathers)
-    _check(SHAPES[3:5], ("uint8",), (3, 4))  # a block and its tail, 15 and 16 wide
+    _check(SHAPES[3:5], ("uint8",), (1, 3, 4))  # a block and its tail, 15 and 16 wide
     rng = np.random.default_rng(5)
     last = np.float64([[0.05, 0, 0.9], [0, 0.05, 0.9]])  # mostly between the last pixels
-    for h, w in ((1, 2), (1, 3), (2, 2)):
-        for c in (3, 4):
-            image = rng.integers(0, 256, (h, w, c), np.uint8)
-            for matrix in (real.getRotationMatrix2D((w / 2, h / 2), 33, 0.5), last):
+    ends = np.float64([[0.1, 0, 0.6], [0, 0.1, 0.6]])  # each of the last pixels, nearest
+    for h, w in ((1, 2), (1, 3), (2, 2), (1, 4), (1, 5), (2, 3), (3, 3)):
+        for c in (1, 3, 4):
+            image = rng.integers(0, 256, (h, w, c) if c > 1 else (h, w), np.uint8)
+            for matrix in (real.getRotationMatrix2D((w / 2, h / 2), 33, 0.5), last, ends):
                 for border in (real.BORDER_CONSTANT, real.BORDER_REPLICATE):
-                    label = f"{h}x{w}x{c} {border}"
-                    _assert_warps(image, matrix, (37, 19), real.INTER_LINEAR, border, label=label)
-    name = warp.source("uint8", 3, warp.LINEAR, warp.CONSTANT, gathers)[0]
-    assert name.endswith("_gathers") == gathers
+                    for method in (real.INTER_LINEAR, real.INTER_NEAREST):
+                        label = f"{h}x{w}x{c} {border} {method}"
+                        _assert_warps(image, matrix, (37, 19), method, border, label=label)
+    for c in (1, 3, 4):
+        name = warp.source("uint8", c, warp.LINEAR, warp.CONSTANT, gathers)[0]
+        assert name.endswith("_gathers") == gathers
 
 
 def test_real_photo_at_1080p():
