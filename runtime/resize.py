@@ -320,9 +320,10 @@ class Plan:
             grouped = padded.reshape(steps, groups, STEP // groups)
             bases = np.minimum(grouped.min(axis=2), max(row - WINDOW, 0))
             picks = np.stack([grouped, grouped + channels], axis=3) - bases[:, :, None, None]
-            if row >= WINDOW and picks.max() < WINDOW:
+            fits = bool(row >= WINDOW and picks.max() < WINDOW)
+            if fits:
                 break
-        self.permutes = bool(row >= WINDOW and picks.max() < WINDOW)
+        self.permutes = fits
         self.groups = groups
         self.vidx = (picks if self.permutes else np.zeros(1)).astype(np.int8).reshape(-1)
         self.vtab = np.concatenate([pairs, bases.reshape(-1)]).astype(np.int32)

@@ -53,7 +53,6 @@ VARIANTS: dict[str, tuple[int, str, Any]] = {
 _lock = threading.Lock()
 _UNSET = object()
 _table: Any = _UNSET  # the active table's entries, None for none, _UNSET before the first look
-_slower: Any = _UNSET  # _slower_classes(_table)
 
 
 class _Unread(dict):
@@ -66,8 +65,8 @@ class _Unread(dict):
 
 
 # {name: (position, keyword, default, flags)} for each name the table gives any size to: its
-# VARIANTS argument (position -1: none) and _slower's flags (by variant value where it has
-# one): what an eager call reads of the table, in one lookup by name.
+# VARIANTS argument (position -1: none) and _slower_classes' flags (by variant value where it
+# has one): what an eager call reads of the table, in one lookup by name (_rules_of(_table)).
 _rules: dict[str, tuple] = _Unread()
 
 
@@ -161,7 +160,7 @@ def set_dispatch(table: dict | str | Path | None = "auto") -> None:
     --cv2` stored for this machine, if any; a dict (as gdp.cv2.calibration.calibrate returns)
     or the path of a stored one applies as given, wherever it was measured; None runs every
     accelerated call through gdp."""
-    global _table, _slower, _rules
+    global _table, _rules
     if table is None:
         entries = None
     elif isinstance(table, str) and table == "auto":
@@ -172,8 +171,7 @@ def set_dispatch(table: dict | str | Path | None = "auto") -> None:
         entries = validate(table)
     with _lock:
         _table = entries
-        _slower = _UNSET if entries is _UNSET else _slower_classes(entries)
-        _rules = _Unread() if entries is _UNSET else _rules_of(_slower)
+        _rules = _Unread() if entries is _UNSET else _rules_of(entries)
 
 
 def _slower_classes(entries: dict | None) -> dict[str, dict[int | None, tuple[bool, ...]]]:
@@ -205,9 +203,9 @@ def _stored() -> dict | None:
     return entries if table.get("machine") == machine() else None
 
 
-def _rules_of(slower: dict) -> dict[str, tuple]:
+def _rules_of(entries: dict | None) -> dict[str, tuple]:
     rules = {}
-    for name, per_variant in slower.items():
+    for name, per_variant in _slower_classes(entries).items():
         position, keyword, default = VARIANTS.get(name, (-1, None, None))
         flags = per_variant if position >= 0 else per_variant.get(None)
         rules[name] = (position, keyword, default, flags)
@@ -215,13 +213,12 @@ def _rules_of(slower: dict) -> dict[str, tuple]:
 
 
 def _active() -> dict | None:
-    global _table, _slower, _rules
+    global _table, _rules
     if _table is _UNSET:
         with _lock:
             if _table is _UNSET:
                 _table = _stored()
-                _slower = _slower_classes(_table)
-                _rules = _rules_of(_slower)
+                _rules = _rules_of(_table)
     return _table
 
 
