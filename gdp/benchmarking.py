@@ -3,6 +3,7 @@ medians with min and max, and as ratios to a baseline. Speed claims come from he
 
 from __future__ import annotations
 
+import random
 import statistics
 import time
 from collections.abc import Callable
@@ -25,17 +26,31 @@ class Timing:
 
 
 def compare(
-    peers: dict[str, Callable[[], object]], runs: int = 30, warmup: int = 3
+    peers: dict[str, Callable[[], object]],
+    runs: int = 30,
+    warmup: int = 3,
+    shuffled: bool = False,
 ) -> dict[str, Timing]:
-    """Time each peer `runs` times, round-robin so drift in machine load hits all alike."""
+    """Time each peer `runs` times, round-robin so drift in machine load hits all alike.
+
+    `shuffled`: each round in its own random order (seeded: the same orders every time). In
+    a fixed order each peer always follows the same one, and the one that follows another
+    library's call starts with its code and data out of the caches while the next one finds
+    the same work's just used: of three peers the first after OpenCV's call (a gdp.cv2.chain
+    that ran the same eager calls) timed 0.20 ms against the second's 0.13. Two peers
+    alternate, each after the other, and need no shuffle."""
     if runs < 1:
         raise ValueError(f"runs: expected >= 1, got {runs}")
     for fn in peers.values():
         for _ in range(warmup):
             fn()
     timings = {name: Timing(name, []) for name in peers}
+    order = list(peers.items())
+    rng = random.Random(0)
     for _ in range(runs):
-        for name, fn in peers.items():
+        if shuffled:
+            rng.shuffle(order)
+        for name, fn in order:
             t0 = time.perf_counter()
             fn()
             timings[name].seconds.append(time.perf_counter() - t0)

@@ -483,8 +483,7 @@ def separable(
             f"separable: expected a {np.dtype(source_type)} image (h, w) or (h, w, c) for"
             f" finish {finish!r}, got {describe(image)}"
         )
-    kx = tuple(np.asarray(kernel_x).ravel().tolist())
-    ky = tuple(np.asarray(kernel_y).ravel().tolist())
+    kx, ky = _weights(kernel_x), _weights(kernel_y)
     channels = image.shape[2] if image.ndim == 3 else 1
     plan = _plan(image.shape[:2], channels, kx, ky, tuple(anchor), border, finish, int(offset))
     out = output(out, image.shape, FINISH[finish], "separable")
@@ -522,6 +521,14 @@ def separable(
         plan.strips,
     )
     return out
+
+
+def _weights(kernel) -> tuple:
+    """A kernel's weights as a tuple of numbers (the plan's key): a tuple as it is (gdp.cv2's
+    Gaussian weights: three NumPy calls saved a call)."""
+    if kernel.__class__ is tuple:
+        return kernel
+    return tuple(np.asarray(kernel).ravel().tolist())
 
 
 class _Plan(NamedTuple):

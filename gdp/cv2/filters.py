@@ -76,9 +76,17 @@ _2D_REFUSED = _SEPARABLE_REFUSED | {
 }
 
 
+_INT16 = np.dtype(np.int16)
+
+# The same as dtype pairs, looked up by hash (a scan converting each type: 3 us a call).
+_REFUSED_DTYPES = {
+    two_d: frozenset((np.dtype(a), np.dtype(b)) for a, b in refused)
+    for two_d, refused in ((False, _SEPARABLE_REFUSED), (True, _2D_REFUSED))
+}
+
+
 def _check_depths(func: str, src_dtype: np.dtype, out: np.dtype, two_d: bool) -> None:
-    refused = _2D_REFUSED if two_d else _SEPARABLE_REFUSED
-    if any(np.dtype(a) == src_dtype and np.dtype(b) == out for a, b in refused):
+    if (np.dtype(src_dtype), np.dtype(out)) in _REFUSED_DTYPES[two_d]:
         raise common.error(
             func,
             f"Unsupported combination of source format ({src_dtype}) and destination format"
@@ -199,6 +207,8 @@ def _takes(src) -> bool:
 
 
 def _ksize(ksize) -> tuple[int, int]:
+    if ksize.__class__ is tuple and len(ksize) == 2:  # the common call (np.isscalar: 0.5 us)
+        return int(ksize[0]), int(ksize[1])
     kw, kh = (int(ksize), int(ksize)) if np.isscalar(ksize) else (int(ksize[0]), int(ksize[1]))
     return kw, kh
 
@@ -235,8 +245,8 @@ def GaussianBlur(
     # The kernel sizes are structural; the weights, computed here from sigma as OpenCV does
     # (its fixed tables for sigma <= 0 included), are run-time inputs of the program.
     values = {
-        "kx": tuple(kernels.gaussian_weights(kw, sigma_x, dtype)),
-        "ky": tuple(kernels.gaussian_weights(kh, sigma_y, dtype)),
+        "kx": kernels.gaussian_weights(kw, sigma_x, dtype),
+        "ky": kernels.gaussian_weights(kh, sigma_y, dtype),
     }
     # On the host, uint8 runs gdp.runtime.separable's kernel, for every size and kernel: as fast
     # as the program for 3x3 and 5x5 kernels, faster for longer ones (31x31 at 480x640 BGR:
@@ -278,9 +288,15 @@ def _separable_on_host(src, out: np.dtype) -> bool:
     return _on_host_as(src, out, _SEPARABLE_TYPES)
 
 
+@functools.cache
+def _finish_dtype(finish: str) -> np.dtype:
+    """The dtype of gdp.runtime.separable's result for `finish` (np.dtype of a name: 1-2 us)."""
+    return np.dtype(rt_separable.FINISH[finish])
+
+
 def _separable(src, kernel_x, kernel_y, anchor, border: int, finish: str, dst, **finishing):
     """gdp.runtime.separable's filter of `src`."""
-    into = common.into(dst, src.shape, np.dtype(rt_separable.FINISH[finish]), src)
+    into = common.into(dst, src.shape, _finish_dtype(finish), src)
     out = rt_separable.separable(
         src, kernel_x, kernel_y, anchor, border, finish, **finishing, out=into
     )
@@ -414,28 +430,33 @@ def boxFilter(
     border = _border("boxFilter", borderType)
     if not _takes(src):
         raise common.NotAccelerated(f"{src.dtype} is not accelerated")
+    if normalize and out in _BOX_ON_HOST and _separable_on_host(src, out):
+        # gdp.runtime.separable's kernel for every size and kernel, _box's arithmetic: faster
+        # than the program (a 5x5 blur at 1080p BGR 1.1 against 2.1 ms, a 31x31 at 480x640
+        # 0.72 against 1.62 ms: the column sums run; float32 31x31 at 480x640 BGR 1.45 against 2.4)
+        area = kw * kh
+        ones = (1,) * kw, (1,) * kh
+        anchor = _anchor(anchor, kw, kh)
+        if out == _BOX_ON_HOST[1]:  # float32: sums in float64, as _box's and OpenCV's
+            return _separable(src, *ones, anchor, border, "box_float32", dst, scale=1.0 / area)
+        if 1 < area <= 256:
+            delta, divide = _box_fixed_point(area)
+            return _separable(src, *ones, anchor, border, "box", dst, p0=delta, p1=divide)
+        return _separable(src, *ones, anchor, border, "box_scaled", dst, scale=1.0 / area)
     params = dict(
-        out_dtype=out.name,
+        out_dtype=common.dtype_name(out),
         ksize=(kw, kh),
         anchor=tuple(anchor),
         normalize=bool(normalize),
         border=border,
     )
     free = _fits(src, kw, kh) and max(kw, kh) <= kernels.FREE_TAPS
-    if normalize and out in (np.uint8, np.float32) and _separable_on_host(src, out):
-        # gdp.runtime.separable's kernel for every size and kernel, _box's arithmetic: faster
-        # than the program (a 5x5 blur at 1080p BGR 1.1 against 2.1 ms, a 31x31 at 480x640
-        # 0.72 against 1.62 ms: the column sums run; float32 31x31 at 480x640 BGR 1.45 against 2.4)
-        area = kw * kh
-        ones = np.ones(kw), np.ones(kh)
-        anchor = _anchor(anchor, kw, kh)
-        if out == np.float32:  # sums in float64, as _box's and OpenCV's
-            return _separable(src, *ones, anchor, border, "box_float32", dst, scale=1.0 / area)
-        if 1 < area <= 256:
-            delta, divide = _box_fixed_point(area)
-            return _separable(src, *ones, anchor, border, "box", dst, p0=delta, p1=divide)
-        return _separable(src, *ones, anchor, border, "box_scaled", dst, scale=1.0 / area)
     return engine.call("boxFilter", _box, [src], params, dst, free=free)
+
+
+# The results of a normalized box that gdp.runtime.separable's kernel gives, as dtypes (a dtype
+# compared with np.uint8 converts the type on every call).
+_BOX_ON_HOST = (np.dtype(np.uint8), np.dtype(np.float32))
 
 
 @common.accelerate("blur")
@@ -482,7 +503,7 @@ def _run_linear(
     _check_depths(func, common.dtype_of(src), out, two_d)
     as_list = lambda k: None if k is None else np.asarray(k, np.float64).tolist()
     params = dict(
-        out_dtype=out.name,
+        out_dtype=common.dtype_name(out),
         kernel_x=as_list(kernel_x),
         kernel_y=as_list(kernel_y),
         kernel_2d=as_list(kernel_2d),
@@ -518,7 +539,7 @@ def _run_linear(
         anchor = _anchor(anchor, len(kernel_x), len(kernel_y))
         return _separable(src, kernel_x, kernel_y, anchor, border, "float32", dst, delta=delta)
     sobel = derive is not None and derive[0] == "sobel" and (scale, delta) == (1, 0)
-    if sobel and out == np.int16 and _separable_on_host(src, out):
+    if sobel and out == _INT16 and _separable_on_host(src, out):
         # A Sobel or Scharr of uint8 into CV_16S: gdp.runtime.separable's kernel, for every
         # size, faster than the program (3x3 dx at 1080p gray: 0.40 against 0.68 ms; at
         # 480x640: 0.10 against 0.14 ms).
@@ -839,6 +860,9 @@ def _morph_params(func, kernel, anchor, iterations, borderType, borderValue):
 
 
 def _morph_call(func, dilate, src, kernel, dst, anchor, iterations, borderType, borderValue):
+    size = _plain_rect(src, kernel, anchor, iterations, borderType, borderValue)
+    if size is not None:  # the common call, straight to gdp.runtime.morph's kernel
+        return common.finish(rt_morph.rect(src, *size, anchor, dilate), dst)
     src = common.image(func, src)
     if not _takes(src):
         raise common.NotAccelerated(f"{src.dtype} is not accelerated")
@@ -848,6 +872,42 @@ def _morph_call(func, dilate, src, kernel, dst, anchor, iterations, borderType, 
     free = _morph_free(src, params)
     args = (func, _morph, [src], dict(params, dilate=dilate), dst)
     return engine.call(*args, free=free, sized=_morph_runs(params))
+
+
+def _plain_rect(src, kernel, anchor, iterations, border, border_value) -> tuple | None:
+    """(height, width) of the rectangle of an erode or dilate that gdp.runtime.morph's kernel
+    runs as called, without the general path's parameters (which cost a 480p gray erosion a
+    third of its time): a uint8 image the host kernels take as it is, a 2-D kernel of every
+    tap set, its anchor given as a tuple inside it, one iteration, and a border that clamps
+    the window (the default constant, or BORDER_REPLICATE); else None (the general path)."""
+    if not (
+        src.__class__ is np.ndarray
+        and src.dtype is common.UINT8
+        and kernel.__class__ is np.ndarray
+        and kernel.ndim == 2
+        and anchor.__class__ is tuple
+        and len(anchor) == 2
+        and iterations.__class__ is int
+        and iterations == 1
+        and border.__class__ is int
+        and (
+            (border == _cv2.BORDER_CONSTANT and border_value is None)
+            or border == _cv2.BORDER_REPLICATE
+        )
+    ):
+        return None
+    kh, kw = kernel.shape
+    if not (
+        kernel.size
+        and anchor[0].__class__ is int
+        and anchor[1].__class__ is int
+        and -1 <= anchor[0] < kw
+        and -1 <= anchor[1] < kh
+        and common.plain_image(src, out_bytes=src.nbytes)
+        and kernel.all()
+    ):
+        return None
+    return kh, kw
 
 
 # morphologyEx's ops that run one morphology on the result of another (open, close, top hat,

@@ -79,16 +79,20 @@ def set_threads(count: int) -> None:
 
 def before_run() -> None:
     """Called before kernels run on this thread: marks that it has a pool, and gives that pool
-    set_threads' count if it has an older one (one attribute read when it has not)."""
+    set_threads' count if it has an older one (one attribute read when it has neither to do:
+    a thread-local write on every kernel cost 1-2 us)."""
+    if getattr(_local, "generation", -1) != _generation:
+        _mark_and_apply()
+
+
+def _mark_and_apply() -> None:
+    """This thread's first kernel (generation -1: marked as having a pool; the pool's own count
+    kept unless set_threads set one) or a newer setting."""
+    first = not hasattr(_local, "generation")
     _local.used = True
-    if getattr(_local, "generation", 0) != _generation:
-        _apply_threads()
-
-
-def _apply_threads() -> None:
     with _set_lock:
         count, generation = _threads, _generation
-    if _CONFIGURE is not None:
+    if _CONFIGURE is not None and not (first and generation == 0):
         _CONFIGURE(1, count)
     _local.generation = generation
 
