@@ -10,6 +10,7 @@ Why by hand: as a graph program, the padding took a 1080p BGR image 0.66 ms agai
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -101,7 +102,7 @@ def pad(
     h, w = image.shape[:2]
     channels = 1 if image.ndim == 2 else int(image.shape[2])
     shape = (h + top + bottom, w + left + right, *image.shape[2:])
-    if max(image.size, int(np.prod(shape))) > MAX_VALUES:
+    if max(image.size, math.prod(shape)) > MAX_VALUES:
         raise InputError(f"pad: {shape} values, more than {MAX_VALUES}")
     rows, cols = _maps(h, w, channels, top, bottom, left, right, border)
     out = output(out, shape, np.uint8, "pad")

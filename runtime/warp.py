@@ -461,6 +461,10 @@ def source(
     return name, text
 
 
+# DTYPES by dtype (a dtype's .name builds the string on every read: 1-2 us).
+_DTYPE_NAMES = {np.dtype(name): name for name in DTYPES}
+
+
 def warp_affine(
     image: np.ndarray,
     out: np.ndarray,
@@ -476,7 +480,8 @@ def warp_affine(
     M[1,2]); `rows_x`, `rows_y`: float32 y * M[0,1] and y * M[1,1] per output row (as
     gdp.cv2.geometry computes them, OpenCV's roundings); `border_value`: float32 per channel,
     for CONSTANT."""
-    if not isinstance(image, np.ndarray) or image.dtype.name not in DTYPES:
+    dtype = _DTYPE_NAMES.get(image.dtype) if isinstance(image, np.ndarray) else None
+    if dtype is None:
         raise InputError(
             f"warp_affine: expected a uint8, uint16 or float32 image, got {describe(image)}"
         )
@@ -497,7 +502,6 @@ def warp_affine(
         raise InputError(f"warp_affine: images over {MAX_BYTES} bytes are not indexed")
     if not image.size or not out.size:
         return out
-    dtype = image.dtype.name
     name, text = source(dtype, channels, method, border, fast_gathers())
     src = np.ascontiguousarray(image).reshape(image.shape[0], image.shape[1], channels)
     run_host_kernel(

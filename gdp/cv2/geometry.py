@@ -49,13 +49,20 @@ def _border_type(func: str, border_type: int, allowed=_BORDERS) -> int:
     return base
 
 
+@functools.lru_cache(maxsize=64)
+def _uint8_fill(scalar: tuple, channels: int) -> tuple:
+    """A constant border's value per channel of a uint8 image (OpenCV's saturate_cast), kept
+    for the calls' last scalars (computing it cost a call about 8 us)."""
+    return tuple(ops_scalar.saturated_scalar(scalar, channels, np.uint8).tolist())
+
+
 @common.accelerate("copyMakeBorder")
 def copyMakeBorder(src, top, bottom, left, right, borderType, dst=None, value=None):
     src = common.image("copyMakeBorder", src)
     if min(top, bottom, left, right) < 0:
         raise common.error("copyMakeBorder", "top >= 0 && bottom >= 0 && left >= 0 && right >= 0")
     border = _border_type("copyMakeBorder", borderType)
-    scalar = tuple(float(v) for v in np.ravel(value if value is not None else 0.0))
+    scalar = (0.0,) if value is None else tuple(float(v) for v in np.ravel(value))
     params = dict(
         top=int(top),
         bottom=int(bottom),
@@ -69,9 +76,9 @@ def copyMakeBorder(src, top, bottom, left, right, borderType, dst=None, value=No
         sides = (params["top"], params["bottom"], params["left"], params["right"])
         out_shape = (h + sides[0] + sides[1], w + sides[2] + sides[3], *src.shape[2:])
         if common.on_host(src, out_bytes=math.prod(out_shape)):  # gdp.runtime.pad's kernel
-            fill = ops_scalar.saturated_scalar(scalar, common.channels(src), np.uint8)
+            fill = _uint8_fill(scalar, common.channels(src))
             into = common.into(dst, out_shape, np.uint8, src)
-            result = rt_pad.pad(src, *sides, border, tuple(fill.tolist()), into)
+            result = rt_pad.pad(src, *sides, border, fill, into)
             return common.finish(result, dst)
     # One program for every image larger than its borders (gdp.ops.border.pad_any_size).
     free = h is not None and w is not None and h > max(top, bottom) and w > max(left, right)
@@ -480,7 +487,7 @@ def _warp_kernel(src, matrix, width, height, method, border, value) -> np.ndarra
     values = _warp_values(matrix, height)
     coefficients = np.array([*values["mx"], *values["my"]], np.float32)
     channels = common.channels(src)
-    border_value = ops_scalar.saturated_scalar(value, channels, src.dtype).astype(np.float32)
+    border_value = _warp_fill(value, channels, src.dtype)
     out = np.empty((height, width, *src.shape[2:]), src.dtype)
     kernel_method = rt_warp.NEAREST if method == INTER_NEAREST else rt_warp.LINEAR
     kernel_border = rt_warp.CONSTANT if border == _cv2.BORDER_CONSTANT else rt_warp.REPLICATE
@@ -494,6 +501,14 @@ def _warp_kernel(src, matrix, width, height, method, border, value) -> np.ndarra
         kernel_method,
         kernel_border,
     )
+
+
+@functools.lru_cache(maxsize=64)
+def _warp_fill(value: tuple, channels: int, dtype: np.dtype) -> np.ndarray:
+    """A warp's constant border per channel, as the kernel takes it (float32 of OpenCV's
+    saturate_cast to the image's type), kept for the calls' last values (about 8 us a call):
+    never written (the kernel only reads it)."""
+    return ops_scalar.saturated_scalar(value, channels, dtype).astype(np.float32)
 
 
 def _warp_values(matrix: np.ndarray, height: int) -> dict:

@@ -104,3 +104,28 @@ def test_iterations_of_a_rectangle_under_a_reflected_border():
             args = dict(anchor=anchor, iterations=2, borderType=real.BORDER_REFLECT_101)
             got = getattr(cv2, name)(image, kernel, **args)
             np.testing.assert_array_equal(got, getattr(real, name)(image, kernel, **args))
+
+
+def test_the_common_calls_short_path_against_opencv():
+    """erode/dilate's common call (a rectangle, one iteration, a clamping border) goes straight
+    to the kernel: kernels of other dtypes and values, anchors as a tuple or a list, numpy
+    integers, a hole in the kernel (not a rectangle), dst, a strided image, as OpenCV."""
+    image = _random((40, 70, 3), 7)
+    holed = np.ones((5, 5), np.uint8)
+    holed[0, 0] = 0
+    kernels = [np.full((3, 5), 2.5, np.float32), np.ones((5, 3), bool), holed]
+    anchors = [(-1, -1), (0, 2), [1, 1], (np.int64(1), 0)]
+    for name in ("erode", "dilate"):
+        for kernel in kernels:
+            for anchor in anchors:
+                got = getattr(cv2, name)(image, kernel, anchor=anchor)
+                want = getattr(real, name)(image, kernel, anchor=anchor)
+                np.testing.assert_array_equal(got, want, err_msg=f"{name} {kernel} {anchor}")
+        dst = np.zeros_like(image)
+        got = getattr(cv2, name)(image, kernels[0], dst=dst)
+        assert got is dst
+        np.testing.assert_array_equal(dst, getattr(real, name)(image, kernels[0]))
+        strided = image[::2, 5:60]
+        np.testing.assert_array_equal(
+            getattr(cv2, name)(strided, kernels[1]), getattr(real, name)(strided, kernels[1])
+        )
