@@ -216,3 +216,14 @@ def test_kernel_refuses_what_it_does_not_take():
         warp.warp_affine(np.zeros((4, 4, 2), np.uint8), out, *args, np.zeros(2), 0, 0)
     with pytest.raises(InputError, match="out must be"):
         warp.warp_affine(np.zeros((4, 4, 3), np.uint8), out, *args, np.zeros(3), 0, 0)
+
+
+def test_gathers_are_chosen_by_the_cpus_features_where_its_name_is_masked():
+    """A hypervisor may show another model number than the core's (LLVM then names a client
+    CPU whose gathers are slow): an Intel CPU with AMX tiles gathers fast, whatever its name."""
+    intel = "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel\t\t: 167\nflags\t\t: fpu avx512f "
+    assert warp.intel_with_amx(intel + "avx512vbmi amx_bf16 amx_tile amx_int8\nprocessor\t: 1\n")
+    assert not warp.intel_with_amx(intel + "avx512vbmi avx512_vnni\n")  # Ice Lake, Rocket Lake
+    amd = "vendor_id\t: AuthenticAMD\nflags\t\t: avx512f amx_tile\n"
+    assert not warp.intel_with_amx(amd)
+    assert not warp.intel_with_amx("")
