@@ -159,6 +159,16 @@ def _other_calls(bgr, gray) -> list[calibration.Call]:
     ]
 
 
+def _own_against_opencv(call: calibration.Call, runs: int) -> dict:
+    """`call` through gdp's own kernels against OpenCV's, in gdp's steady state (the size's
+    own programs compiled before the timed calls, not beside them)."""
+    with calibration.own_kernels():
+        for _ in range(engine.SIZED_AFTER):
+            call.through(gcv2)()
+        calibration.wait_for_background_compiles()
+        return compare({"gdp": call.through(gcv2), "opencv": call.through(real)}, runs)
+
+
 def _others(sizes: list[str], runs: int, only: list[str]) -> list[str]:
     """_other_calls at each size: gdp's own kernels against OpenCV, in their steady state."""
     lines = []
@@ -168,11 +178,7 @@ def _others(sizes: list[str], runs: int, only: list[str]) -> list[str]:
         for call in _other_calls(*calibration.photo(h, w)):
             if only and not any(call.label.startswith(p) for p in only):
                 continue
-            with calibration.own_kernels():
-                for _ in range(engine.SIZED_AFTER):
-                    call.through(gcv2)()
-                calibration.wait_for_background_compiles()
-                t = compare({"gdp": call.through(gcv2), "opencv": call.through(real)}, runs)
+            t = _own_against_opencv(call, runs)
             ratio = t["opencv"].median / t["gdp"].median
             lines.append(
                 f"| {name} | {call.label} | {t['gdp'].cell()} | {t['opencv'].cell()}"
@@ -194,11 +200,7 @@ def _fixed_costs(runs: int, only: list[str]) -> list[str]:
     for call in calibration.calls(*calibration.photo(*FIXED_COST_SIZE)):
         if only and not any(call.label.startswith(p) for p in only):
             continue
-        with calibration.own_kernels():
-            for _ in range(engine.SIZED_AFTER):
-                call.through(gcv2)()
-            calibration.wait_for_background_compiles()
-            t = compare({"gdp": call.through(gcv2), "opencv": call.through(real)}, runs)
+        t = _own_against_opencv(call, runs)
         gdp_us, opencv_us = t["gdp"].median * 1e6, t["opencv"].median * 1e6
         lines.append(
             f"| {call.label} | {gdp_us:.1f} | {opencv_us:.1f} | {gdp_us - opencv_us:.1f} |"
