@@ -37,7 +37,7 @@ from gdp.ops.derivatives import deriv_kernel
 from gdp.runtime.hysteresis import is_level_map
 from gdp.runtime.launch import run_host_kernel
 from gdp.runtime.tir_text import columns, describe, indent, inline
-from gdp.runtime.workspace import scratch
+from gdp.runtime.workspace import aligned_empty, scratch
 
 # Each strip's ring: three rows of (magnitude, dx, dy), each w + 2 wide (a zero magnitude on
 # either side of the image).
@@ -249,6 +249,9 @@ def ring_type(l2_gradient: bool) -> np.dtype:
     return np.dtype(np.int32 if l2_gradient else np.int16)
 
 
+# The ring type's largest value, by l2_gradient (np.iinfo: 2 us a call).
+_LARGEST = {l2: int(np.iinfo(ring_type(l2)).max) for l2 in (False, True)}
+
 # The Sobel apertures the kernel is made for (each its own kernel).
 APERTURES = (3, 5, 7)
 
@@ -373,14 +376,12 @@ def canny_levels(
             f"canny_levels: the image has {image.size} values, more than the {MAX_PIXELS} the"
             " kernel indexes"
         )
-    largest = np.iinfo(ring_type(l2_gradient)).max
+    largest = _LARGEST[bool(l2_gradient)]
     low, high = (min(max(int(t), -1), largest) for t in (low, high))
     image = np.ascontiguousarray(image).reshape(h, w * channels)
-    if not is_level_map(out, (h, w)):
-        # 8-byte aligned: the flood reads the map as 8-byte words.
-        spare = np.empty(h * w + 8, np.uint8)
-        offset = (-spare.ctypes.data) % 8
-        out = spare[offset : offset + h * w].reshape(h, w)
+    if out is None or not is_level_map(out, (h, w)):
+        # aligned (the flood reads the map as 8-byte words)
+        out = aligned_empty((h, w), np.uint8)
     if not image.size:
         return out
     name = f"canny_levels_{'l2' if l2_gradient else 'l1'}"

@@ -265,12 +265,13 @@ def hysteresis(
     return out
 
 
-def flood_levels(levels: np.ndarray) -> np.ndarray:
+def flood_levels(levels: np.ndarray, made: bool = False) -> np.ndarray:
     """cv2.Canny's edges from a level map (2-D uint8, 0: no candidate, 1: a weak one, 2: a
     strong one; as is_level_map says, as gdp.runtime.canny.canny_levels makes it), flooded in
     place and returned. Values other than 0, 1 and 2 are not checked: the kernel stays
-    memory-safe on them, but its edges are then not Canny's."""
-    if not is_level_map(levels):
+    memory-safe on them, but its edges are then not Canny's. `made`: the map is one
+    canny_levels just returned, so is_level_map holds (its check, 2-3 us, is skipped)."""
+    if not made and not is_level_map(levels):
         raise InputError(
             "flood_levels: expected a writeable, C-contiguous, 8-byte aligned 2-D uint8 level"
             f" map, got {describe(levels)}"

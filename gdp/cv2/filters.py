@@ -1176,7 +1176,7 @@ def Canny(image, threshold1, threshold2, edges=None, apertureSize=3, L2gradient=
         levels = rt_canny.canny_levels(
             image, low, high, bool(L2gradient), edges if spare else None, int(apertureSize)
         )
-        rt_hysteresis.flood_levels(levels)
+        rt_hysteresis.flood_levels(levels, made=True)
         return levels if levels is edges else common.finish(levels, edges)
     # Other targets: one program for every gray image larger than the widest aperture; a
     # colour image's program (a reduction over the channels' stacked gradients) fails to build
