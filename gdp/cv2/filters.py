@@ -76,6 +76,8 @@ _2D_REFUSED = _SEPARABLE_REFUSED | {
 }
 
 
+# A Sobel's result on the separable kernel, as a dtype (a dtype compared with np.int16 converts
+# the type on every call).
 _INT16 = np.dtype(np.int16)
 
 # The same as dtype pairs, looked up by hash (a scan converting each type: 3 us a call).
@@ -890,10 +892,7 @@ def _plain_rect(src, kernel, anchor, iterations, border, border_value) -> tuple 
         and iterations.__class__ is int
         and iterations == 1
         and border.__class__ is int
-        and (
-            (border == _cv2.BORDER_CONSTANT and border_value is None)
-            or border == _cv2.BORDER_REPLICATE
-        )
+        and _clamps(border, border_value)
     ):
         return None
     kh, kw = kernel.shape
@@ -958,10 +957,15 @@ def _rect_on_host(src, params: dict) -> bool:
         return False
     (kh, kw), (ax, ay) = kernel.shape, params["anchor"]
     anchored = ax in range(-1, kw) and ay in range(-1, kh)
-    clamps = params["border"] == _cv2.BORDER_REPLICATE or (
-        params["border"] == _cv2.BORDER_CONSTANT and params["border_value"] is None
+    return anchored and _clamps(params["border"], params["border_value"]) and common.on_host(src)
+
+
+def _clamps(border: int, border_value) -> bool:
+    """Whether a morphology's border clamps its window to the image (gdp.runtime.morph's
+    kernel): BORDER_REPLICATE, or the default constant (no value given)."""
+    return border == _cv2.BORDER_REPLICATE or (
+        border == _cv2.BORDER_CONSTANT and border_value is None
     )
-    return anchored and clamps and common.on_host(src)
 
 
 def _morph_steps(src: np.ndarray, params: dict, dilations: list[bool]) -> np.ndarray:

@@ -49,13 +49,6 @@ def _border_type(func: str, border_type: int, allowed=_BORDERS) -> int:
     return base
 
 
-@functools.lru_cache(maxsize=64)
-def _uint8_fill(scalar: tuple, channels: int) -> tuple:
-    """A constant border's value per channel of a uint8 image (OpenCV's saturate_cast), kept
-    for the calls' last scalars (computing it cost a call about 8 us)."""
-    return tuple(ops_scalar.saturated_scalar(scalar, channels, np.uint8).tolist())
-
-
 @common.accelerate("copyMakeBorder")
 def copyMakeBorder(src, top, bottom, left, right, borderType, dst=None, value=None):
     src = common.image("copyMakeBorder", src)
@@ -76,7 +69,7 @@ def copyMakeBorder(src, top, bottom, left, right, borderType, dst=None, value=No
         sides = (params["top"], params["bottom"], params["left"], params["right"])
         out_shape = (h + sides[0] + sides[1], w + sides[2] + sides[3], *src.shape[2:])
         if common.on_host(src, out_bytes=math.prod(out_shape)):  # gdp.runtime.pad's kernel
-            fill = _uint8_fill(scalar, common.channels(src))
+            fill = ops_scalar.saturated_values(scalar, common.channels(src), common.UINT8)
             into = common.into(dst, out_shape, np.uint8, src)
             result = rt_pad.pad(src, *sides, border, fill, into)
             return common.finish(result, dst)
@@ -487,7 +480,7 @@ def _warp_kernel(src, matrix, width, height, method, border, value) -> np.ndarra
     values = _warp_values(matrix, height)
     coefficients = np.array([*values["mx"], *values["my"]], np.float32)
     channels = common.channels(src)
-    border_value = _warp_fill(value, channels, src.dtype)
+    border_value = np.array(ops_scalar.saturated_values(value, channels, src.dtype), np.float32)
     out = np.empty((height, width, *src.shape[2:]), src.dtype)
     kernel_method = rt_warp.NEAREST if method == INTER_NEAREST else rt_warp.LINEAR
     kernel_border = rt_warp.CONSTANT if border == _cv2.BORDER_CONSTANT else rt_warp.REPLICATE
@@ -501,14 +494,6 @@ def _warp_kernel(src, matrix, width, height, method, border, value) -> np.ndarra
         kernel_method,
         kernel_border,
     )
-
-
-@functools.lru_cache(maxsize=64)
-def _warp_fill(value: tuple, channels: int, dtype: np.dtype) -> np.ndarray:
-    """A warp's constant border per channel, as the kernel takes it (float32 of OpenCV's
-    saturate_cast to the image's type), kept for the calls' last values (about 8 us a call):
-    never written (the kernel only reads it)."""
-    return ops_scalar.saturated_scalar(value, channels, dtype).astype(np.float32)
 
 
 def _warp_values(matrix: np.ndarray, height: int) -> dict:
