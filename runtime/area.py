@@ -24,7 +24,7 @@ import functools
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.launch import host_tensors, run_host_kernel
+from gdp.runtime.launch import host_tensors, run_strips
 from gdp.runtime.tir_text import columns, describe, indent
 from gdp.runtime.workspace import output, scratch
 
@@ -185,7 +185,7 @@ def resize(image: np.ndarray, plan: Plan, out: np.ndarray | None = None) -> np.n
     h, w = image.shape[:2]
     out = output(out, (height, width, *image.shape[2:]), np.uint8, "resize_area")
     name, text = source(channels, plan.window)
-    run_host_kernel(
+    run_strips(
         name,
         text,
         np.ascontiguousarray(image).reshape(h, w * channels),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.launch import run_host_kernel
+from gdp.runtime.launch import run_strips, strips_for
 from gdp.runtime.tir_text import describe
 from gdp.runtime.workspace import output
 
@@ -69,7 +69,7 @@ def add_weighted(a: np.ndarray, alpha: float, b: np.ndarray, beta: float, gamma:
     out = output(out, a.shape, np.uint8, "add_weighted")
     if a.size:
         weights = (float(np.float32(w)) for w in (alpha, beta, gamma))
-        strips = max(1, min(MAX_STRIPS, a.size // STRIP_VALUES))
+        strips = strips_for(3 * a.size, max(1, min(MAX_STRIPS, a.size // STRIP_VALUES)))
         flat = (np.ascontiguousarray(x).reshape(-1) for x in (a, b))
-        run_host_kernel("add_weighted_u8", SOURCE, *flat, out.reshape(-1), *weights, strips)
+        run_strips("add_weighted_u8", SOURCE, *flat, out.reshape(-1), *weights, strips)
     return out

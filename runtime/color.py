@@ -38,7 +38,7 @@ import numpy as np
 
 from gdp.errors import InputError
 from gdp.ops import color_tables as tables
-from gdp.runtime.launch import host_tensors, run_host_kernel
+from gdp.runtime.launch import host_tensors, run_strips
 from gdp.runtime.lut import permutes_bytes
 from gdp.runtime.tir_text import byte_lookup, byte_shuffle, describe, indent
 from gdp.runtime.workspace import empty, output
@@ -661,7 +661,7 @@ def convert(image: np.ndarray, op: str, out: np.ndarray | None = None, **params)
         result = np.empty(LANES * dcn, np.uint8)
     extra = _lab_tensors() if op == "to_lab" else _div_tensors() if vbmi else ()
     strips = max(1, min(MAX_STRIPS, n // STRIP_PIXELS))
-    run_host_kernel(name, text, flat, result, *extra, max(n, LANES), strips)
+    run_strips(name, text, flat, result, *extra, max(n, LANES), strips)
     if n < LANES:
         out.reshape(-1)[:] = result[: n * dcn]
     return out
@@ -691,7 +691,7 @@ def _by_rows(image: np.ndarray, shape: tuple, name: str, text: str, tensors, sca
         source[:, :w] = image
         result = np.empty((h, LANES) + shape[2:], np.uint8)
     strips = max(1, min(MAX_STRIPS, h * w // STRIP_PIXELS, h))
-    run_host_kernel(
+    run_strips(
         name,
         text,
         source.reshape(-1),

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.launch import run_host_kernel
+from gdp.runtime.launch import run_strips, strips_for
 from gdp.runtime.tir_text import describe
 from gdp.runtime.workspace import output
 
@@ -69,7 +69,8 @@ def scale_to_float32(
     out = output(out, image.shape, np.float32, "scale_to_float32")
     if image.size:
         flat = np.ascontiguousarray(image).reshape(-1)
-        strips = max(1, min(MAX_STRIPS, flat.size // STRIP_VALUES))
+        moved = flat.nbytes + out.nbytes
+        strips = strips_for(moved, max(1, min(MAX_STRIPS, flat.size // STRIP_VALUES)))
         factors = (float(np.float32(scale)), float(np.float32(shift)))
-        run_host_kernel(*SOURCES[dtype], flat, out.reshape(-1), *factors, strips)
+        run_strips(*SOURCES[dtype], flat, out.reshape(-1), *factors, strips)
     return out

@@ -32,7 +32,7 @@ import functools
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.launch import host_tensors, run_host_kernel
+from gdp.runtime.launch import host_tensors, run_strips
 from gdp.runtime.lut import permutes_bytes
 from gdp.runtime.tir_text import describe, indent, permute_bytes
 from gdp.runtime.workspace import output, scratch
@@ -245,7 +245,7 @@ def resize(image: np.ndarray, plan: Plan, out: np.ndarray | None = None) -> np.n
     tags = scratch("resize_cubic_tags", strips * TAPS, np.int32)
     flat = np.ascontiguousarray(image).reshape(-1)
     name, text = source()
-    run_host_kernel(
+    run_strips(
         name, text, flat, out.reshape(-1), *plan.tables, buf, tags,
         plan.w * plan.channels, plan.count, plan.height, strips,
     )  # fmt: skip

@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.launch import run_host_kernel
+from gdp.runtime.launch import run_strips, strips_for
 from gdp.runtime.tir_text import describe, indent
 
 # Values a vector (64 bytes), by dtype.
@@ -193,10 +193,10 @@ def extrema(values: np.ndarray) -> Extrema:
             return Extrema(float("nan"), float("nan"), -1, -1, nans)
         lo, hi = int(np.argmin(flat)), int(np.argmax(flat))
         return Extrema(flat[lo].item(), flat[hi].item(), lo, hi, 0)
-    strips = max(1, min(MAX_STRIPS, n // STRIP_VALUES))
+    strips = strips_for(flat.nbytes, max(1, min(MAX_STRIPS, n // STRIP_VALUES)))
     result = np.empty(5, np.float64)
     name, text = source(dtype)
-    run_host_kernel(name, text, flat, result, strips)
+    run_strips(name, text, flat, result, strips)
     low, high, low_block, high_block, nans = result.tolist()
     if nans:
         return Extrema(float("nan"), float("nan"), -1, -1, int(nans))

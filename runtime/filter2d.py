@@ -28,7 +28,7 @@ from typing import NamedTuple
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.launch import host_tensors, run_host_kernel
+from gdp.runtime.launch import host_tensors, run_strips
 from gdp.runtime.tir_text import block_sums, columns, describe, indent
 from gdp.runtime.workspace import empty, scratch
 
@@ -193,7 +193,7 @@ def filter2d(
     if not image.size:
         return out
     h, wc = image.shape[0], image.shape[1] * channels
-    run_host_kernel(
+    run_strips(
         plan.name,
         plan.text,
         np.ascontiguousarray(image).reshape(h, wc),

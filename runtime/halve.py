@@ -21,7 +21,7 @@ import functools
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.launch import run_host_kernel
+from gdp.runtime.launch import run_strips
 from gdp.runtime.lut import permutes_bytes
 from gdp.runtime.tir_text import describe, indent
 from gdp.runtime.workspace import output
@@ -152,7 +152,7 @@ def resize(image: np.ndarray, width: int, height: int, out: np.ndarray | None = 
     out = output(out, (height, width, *image.shape[2:]), np.uint8, "halve")
     name, text = source(channels)
     strips = max(1, min(MAX_STRIPS, height // STRIP_ROWS))
-    run_host_kernel(
+    run_strips(
         name,
         text,
         np.ascontiguousarray(image).reshape(-1),

@@ -24,7 +24,7 @@ import functools
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.launch import run_host_kernel
+from gdp.runtime.launch import run_strips
 from gdp.runtime.tir_text import byte_lookup, describe
 from gdp.runtime.workspace import output
 
@@ -183,9 +183,7 @@ def lookup(image: np.ndarray, table: np.ndarray, out: np.ndarray | None = None) 
     out = output(out, image.shape, np.uint8, "lookup")
     if flat.size:
         name, text = lookup_source(permutes_bytes())
-        run_host_kernel(
-            name, text, flat, out.reshape(-1), table, _strips(flat.size, MAX_LOOKUP_STRIPS)
-        )
+        run_strips(name, text, flat, out.reshape(-1), table, _strips(flat.size, MAX_LOOKUP_STRIPS))
     return out
 
 
@@ -205,7 +203,7 @@ def threshold(
     if flat.size:
         name, text = threshold_source(kind)
         strips = _strips(flat.size, MAX_LOOKUP_STRIPS)
-        run_host_kernel(name, text, flat, out.reshape(-1), thresh, maxval, strips)
+        run_strips(name, text, flat, out.reshape(-1), thresh, maxval, strips)
     return out
 
 
@@ -216,5 +214,5 @@ def histogram(image: np.ndarray) -> np.ndarray:
         return np.zeros(256, np.int64)
     strips = _strips(flat.size)
     counts = np.empty(strips * 1024, np.int32)
-    run_host_kernel("histogram_u8", _HISTOGRAM, flat, counts, strips)
+    run_strips("histogram_u8", _HISTOGRAM, flat, counts, strips)
     return counts.reshape(-1, 256).sum(axis=0, dtype=np.int64)

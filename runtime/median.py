@@ -27,7 +27,7 @@ import numpy as np
 
 from gdp.errors import InputError
 from gdp.ops.sorting_network import median_window
-from gdp.runtime.launch import run_host_kernel
+from gdp.runtime.launch import run_strips
 from gdp.runtime.tir_text import describe, indent
 from gdp.runtime.workspace import output, scratch
 
@@ -186,5 +186,5 @@ def median_blur(image: np.ndarray, ksize: int, out: np.ndarray | None = None) ->
     flat = np.ascontiguousarray(image).reshape(-1)
     width = lanes(image.dtype.name) + 2 * (ksize // 2) * channels
     pad = scratch("median_pad", strips * (ksize + 1) * width, image.dtype)
-    run_host_kernel(name, text, flat, out.reshape(-1), pad, h, wc, strips)
+    run_strips(name, text, flat, out.reshape(-1), pad, h, wc, strips)
     return out

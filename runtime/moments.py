@@ -17,7 +17,7 @@ import functools
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.launch import run_host_kernel
+from gdp.runtime.launch import run_strips, strips_for
 from gdp.runtime.tir_text import describe
 
 # Vectors between two flushes into int64: FLUSH * 255^2 < 2^32 (the squares, uint32).
@@ -108,13 +108,12 @@ def sums(image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         raise InputError(f"moments: {channels} channels do not divide a vector of {count}")
     if not image.size:
         return np.zeros(channels, np.int64), np.zeros(channels, np.int64)
-    strips = max(1, min(MAX_STRIPS, image.size // STRIP_VALUES))
+    strips = strips_for(image.size, max(1, min(MAX_STRIPS, image.size // STRIP_VALUES)))
     totals = np.empty(strips * 2 * count, np.int64)
     name, text = source(channels)
-    run_host_kernel(name, text, np.ascontiguousarray(image).reshape(-1), totals, strips)
-    per_lane = totals.reshape(strips, 2, count).sum(axis=0)
-    by_channel = per_lane.reshape(2, count // channels, channels).sum(axis=1)
-    return by_channel[0], by_channel[1]
+    run_strips(name, text, np.ascontiguousarray(image).reshape(-1), totals, strips)
+    by_channel = _by_channel(totals.reshape(strips, 2 * count), channels)
+    return by_channel[: count // channels].sum(axis=0), by_channel[count // channels :].sum(axis=0)
 
 
 # The sums alone (cv2.sumElems, cv2.mean): each 192-byte chunk of a strip is three 64-byte
@@ -195,7 +194,14 @@ def channel_sums(image: np.ndarray) -> np.ndarray:
         raise InputError(f"sums: {image.size} values, more than the {MAX_VALUES} indexed")
     if not image.size:
         return np.zeros(channels, np.int64)
-    strips = max(1, min(MAX_STRIPS, image.size // STRIP_VALUES))
+    strips = strips_for(image.size, max(1, min(MAX_STRIPS, image.size // STRIP_VALUES)))
     totals = np.empty(strips * CHUNK, np.int64)
-    run_host_kernel("sums_u8", SUMS_SOURCE, np.ascontiguousarray(image).reshape(-1), totals, strips)
-    return totals.reshape(strips * CHUNK // channels, channels).sum(axis=0)
+    run_strips("sums_u8", SUMS_SOURCE, np.ascontiguousarray(image).reshape(-1), totals, strips)
+    return _by_channel(totals.reshape(strips, CHUNK), channels).sum(axis=0)
+
+
+def _by_channel(lanes: np.ndarray, channels: int) -> np.ndarray:
+    """The strips' lanes, (strips, L), added over the strips, as (L / channels, channels).
+    Strips first, along rows: NumPy's sum down a 3-wide column of a (1024, 3) array took
+    12-35 us, a 1080p image's sums a tenth of their time."""
+    return lanes.sum(axis=0).reshape(-1, channels)

@@ -19,7 +19,7 @@ import functools
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.launch import run_host_kernel
+from gdp.runtime.launch import alone, run_host_kernel, run_strips, serial_twin
 from gdp.runtime.tir_text import columns, describe, indent
 from gdp.runtime.workspace import scratch
 
@@ -144,8 +144,8 @@ def {name}(
     down: T.int32,
     levels_x: T.int32,
     levels_y: T.int32,
-    strips: T.int32,
     stride: T.int32,
+    strips: T.int32,
 ):
     T.func_attr({{"global_symbol": "{name}", "tir.noalias": True}})
     h = T.int32()
@@ -273,9 +273,11 @@ def rect(
         name, text = _long_source(dilate)
         buf = scratch("morph_doubling", strips * stride, np.uint8)
         levels = (taps.bit_length() - 1, rows.bit_length() - 1)  # log2 of the powers of two
-        args = (w, channels, left, right, up, down, *levels, strips, stride)
-        run_host_kernel(name, text, flat, tmp, target, buf, *args)
+        args = (w, channels, left, right, up, down, *levels, stride, strips)
+        run_strips(name, text, flat, tmp, target, buf, *args)
         return out
     name, text = source(dilate, taps if taps <= MAX_UNROLLED else None)
+    if alone(2 * flat.size):  # its rows on this thread (gdp.runtime.launch)
+        name, text = serial_twin(name, text)
     run_host_kernel(name, text, flat, tmp, target, w, channels, left, right, up, down)
     return out

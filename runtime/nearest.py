@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.launch import run_host_kernel
+from gdp.runtime.launch import alone, run_host_kernel, serial_twin
 from gdp.runtime.lut import permutes_bytes
 from gdp.runtime.tir_text import describe, permute_bytes
 from gdp.runtime.workspace import empty
@@ -223,8 +223,11 @@ def resize_nearest(image: np.ndarray, plan: Plan) -> np.ndarray:
     out = empty((rows, cols, *image.shape[2:]), image.dtype)
     if not out.size:
         return out
+    serial = alone(2 * out.nbytes)  # a small output's rows on this thread (gdp.runtime.launch)
     if plan.chunk:
         name, text = permuted_source(plan.chunk)
+        if serial:
+            name, text = serial_twin(name, text)
         flat = np.ascontiguousarray(image).reshape(-1).view(np.uint8)
         target = out.reshape(-1).view(np.uint8)
         run_host_kernel(
@@ -232,6 +235,8 @@ def resize_nearest(image: np.ndarray, plan: Plan) -> np.ndarray:
         )
         return out
     name, text = source(plan.unit, plan.elements)
+    if serial:
+        name, text = serial_twin(name, text)
     flat = np.ascontiguousarray(image).reshape(-1).view(plan.unit)
     target = out.reshape(-1).view(plan.unit)
     run_host_kernel(name, text, flat, target, plan.row_offsets, plan.col_offsets, plan.reach)

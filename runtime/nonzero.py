@@ -15,7 +15,7 @@ import functools
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.launch import run_host_kernel
+from gdp.runtime.launch import run_strips, strips_for
 from gdp.runtime.tir_text import describe
 
 DTYPES = ("uint8", "int8", "uint16", "int16", "int32", "float32")
@@ -101,8 +101,8 @@ def count_non_zero(values: np.ndarray) -> int:
     if values.size == 0:
         return 0
     flat = np.ascontiguousarray(values).reshape(-1)
-    strips = max(1, min(MAX_STRIPS, flat.size // STRIP_VALUES))
+    strips = strips_for(flat.nbytes, max(1, min(MAX_STRIPS, flat.size // STRIP_VALUES)))
     zeros = np.empty(1, np.int64)
     name, text = source(dtype)
-    run_host_kernel(name, text, flat, zeros, strips)
+    run_strips(name, text, flat, zeros, strips)
     return flat.size - int(zeros[0])

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.launch import run_host_kernel
+from gdp.runtime.launch import run_strips, strips_for
 from gdp.runtime.tir_text import describe
 from gdp.runtime.workspace import output
 
@@ -107,8 +107,8 @@ def pad(
     rows, cols = _maps(h, w, channels, top, bottom, left, right, border)
     out = output(out, shape, np.uint8, "pad")
     fill = np.array([*fill, 0, 0, 0, 0][:4], np.uint8)
-    strips = max(1, min(MAX_STRIPS, shape[0] // STRIP_ROWS))
+    strips = strips_for(image.size + out.size, max(1, min(MAX_STRIPS, shape[0] // STRIP_ROWS)))
     flat = np.ascontiguousarray(image).reshape(-1)
     args = (w * channels, left * channels, channels, strips)
-    run_host_kernel("pad_u8", SOURCE, flat, out.reshape(-1), rows, cols, fill, *args)
+    run_strips("pad_u8", SOURCE, flat, out.reshape(-1), rows, cols, fill, *args)
     return out

@@ -34,7 +34,7 @@ import functools
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.launch import host_tensors, run_host_kernel
+from gdp.runtime.launch import host_tensors, run_strips
 from gdp.runtime.lut import permutes_bytes
 from gdp.runtime.tir_text import columns, describe, indent, permute_bytes
 from gdp.runtime.workspace import empty, output, scratch
@@ -347,7 +347,7 @@ def _run(image: np.ndarray, plan: Plan, out: np.ndarray, blob: bool, swap_rb, ex
     tags = scratch("resize_tags", strips * 2, np.int32)
     flat = np.ascontiguousarray(image).reshape(-1)
     mean, scale = extra if blob else ((), ())
-    run_host_kernel(
+    run_strips(
         name, text, flat, out.reshape(-1), *plan.tables, buf, tags, *mean,
         plan.w * plan.channels, plan.width, plan.height, *scale, plan.vectors, strips,
     )  # fmt: skip

@@ -50,7 +50,7 @@ from typing import NamedTuple
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.launch import host_tensors, run_host_kernel
+from gdp.runtime.launch import host_tensors, run_strips
 from gdp.runtime.tir_text import block_sums, columns, describe, indent, inline
 from gdp.runtime.workspace import output, scratch
 
@@ -492,7 +492,7 @@ def separable(
     p0, p1 = plan.finishing or (p0, p1)
     (h, w), wc = image.shape[:2], image.shape[1] * channels
     wpc = (w + len(kx) - 1) * channels
-    run_host_kernel(
+    run_strips(
         plan.name,
         plan.text,
         np.ascontiguousarray(image).reshape(h, wc),

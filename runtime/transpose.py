@@ -25,7 +25,7 @@ import functools
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.launch import run_host_kernel
+from gdp.runtime.launch import run_strips, strips_for
 from gdp.runtime.tir_text import describe
 from gdp.runtime.workspace import output
 
@@ -185,7 +185,8 @@ def move(image: np.ndarray, kind: str, out: np.ndarray | None = None) -> np.ndar
     out = output(out, (w, h, *image.shape[2:]), image.dtype, kind)
     if image.size:
         flat = np.ascontiguousarray(image).reshape(-1).view(np.uint8)
-        strips = max(1, min(MAX_STRIPS, image.nbytes // STRIP_BYTES, h // LINE))
+        most = max(1, min(MAX_STRIPS, image.nbytes // STRIP_BYTES, h // LINE))
+        strips = strips_for(2 * image.nbytes, most)
         name, text = source(kind, element_bytes(image))
-        run_host_kernel(name, text, flat, out.reshape(-1).view(np.uint8), h, w, strips)
+        run_strips(name, text, flat, out.reshape(-1).view(np.uint8), h, w, strips)
     return out

@@ -30,7 +30,7 @@ def _check_every_pair(weights=WEIGHTS):
     assert cv2.cache_info().programs == 0
 
 
-def test_every_pair_of_values_as_opencv():
+def test_every_pair_of_values_as_opencv(strips):
     _check_every_pair()
 
 

@@ -60,7 +60,7 @@ def _check(images):
     assert cv2.cache_info().programs == 0  # every call ran a hand kernel
 
 
-def test_functions_match_opencv_bit_for_bit():
+def test_functions_match_opencv_bit_for_bit(strips):
     _check(_images())
 
 
@@ -148,7 +148,7 @@ def _placements(n):
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "float32"])
-def test_extrema_first_positions(dtype):
+def test_extrema_first_positions(dtype, strips):
     rng = np.random.default_rng(11)
     for n in _SIZES:
         base = (rng.integers(10, 200, n) if dtype == "uint8" else rng.standard_normal(n)).astype(
@@ -194,7 +194,7 @@ def test_minmaxloc_of_an_image_with_nan_is_opencvs():
 
 
 @pytest.mark.parametrize("dtype", nonzero.DTYPES)
-def test_count_non_zero_kernel(dtype):
+def test_count_non_zero_kernel(dtype, strips):
     rng = np.random.default_rng(5)
     for n in [0, *_SIZES, 255 * 64 + 3]:
         values = (rng.integers(0, 3, n) * rng.integers(1, 100, n)).astype(dtype)
@@ -205,7 +205,7 @@ def test_count_non_zero_kernel(dtype):
     assert nonzero.count_non_zero(np.zeros(5 << 20, dtype)) == 0
 
 
-def test_scale_to_float32_is_a_float32_fma():
+def test_scale_to_float32_is_a_float32_fma(strips):
     # OpenCV's v_fma: the exact value * scale + shift rounded once to float32. In 80-bit long
     # double the product of a level and a float32 is exact, and so is the sum here.
     image = _random((1000, 1001, 3), 6)

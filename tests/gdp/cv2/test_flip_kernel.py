@@ -29,7 +29,7 @@ def _check(images):
     assert cv2.cache_info().programs == 0  # every call ran the hand kernel
 
 
-def test_matches_opencv_for_every_pixel_size():
+def test_matches_opencv_for_every_pixel_size(strips):
     # widths below, at and past the 64-pixel step and two steps; heights of 1 to 17 strips
     _check(every_pixel_kind([(1, 1), (3, 63), (2, 64), (5, 65), (17, 128), (16, 130), (33, 5)]))
 

@@ -39,7 +39,7 @@ def _check(images):
     assert cv2.cache_info().programs == 0
 
 
-def test_functions_match_opencv_bit_for_bit():
+def test_functions_match_opencv_bit_for_bit(strips):
     _check(_images())
 
 
@@ -53,7 +53,7 @@ def test_functions_on_one_thread():
 
 
 @pytest.mark.parametrize("channels", [1, 2, 3, 4])
-def test_kernel_sums_exactly(channels):
+def test_kernel_sums_exactly(channels, strips):
     sizes = [1, 5, 63, 64, 1000, 70000, 1 << 18, 3 * (1 << 18) + 7, (1 << 22) + 5]
     for pixels in sizes:
         shape = (pixels, 1, channels) if channels > 1 else (pixels, 1)

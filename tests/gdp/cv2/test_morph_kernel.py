@@ -52,7 +52,7 @@ def _check(shapes=SHAPES, sizes=SIZES):
     assert cv2.cache_info().programs == 0
 
 
-def test_kernel_matches_opencv():
+def test_kernel_matches_opencv(strips):
     _check()
 
 

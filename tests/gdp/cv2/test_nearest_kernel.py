@@ -43,7 +43,7 @@ def _check(dtypes=DTYPES, shapes=SHAPES):
     assert cv2.cache_info().programs == 0
 
 
-def test_kernel_matches_opencv():
+def test_kernel_matches_opencv(strips):
     _check()
 
 

@@ -44,7 +44,7 @@ def _check(images):
     assert cv2.cache_info().programs == 0  # every call ran the hand kernel
 
 
-def test_copy_make_border_matches_opencv():
+def test_copy_make_border_matches_opencv(strips):
     shapes = [(1, 1), (7, 9, 3), (33, 65, 4), (480, 640), (20, 30, 1), (5, 6, 2), (130, 67, 3)]
     images = [_random(s, i) for i, s in enumerate(shapes)]
     _check(images + [_random((100, 120, 3), 9)[::3, 7:]])

@@ -50,7 +50,7 @@ def every_pixel_kind(shapes):
     ]
 
 
-def test_matches_opencv_for_every_pixel_size():
+def test_matches_opencv_for_every_pixel_size(strips):
     _check(every_pixel_kind([(1, 1), (7, 9), (8, 8), (9, 17), (16, 130), (130, 16), (33, 5)]))
 
 

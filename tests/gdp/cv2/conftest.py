@@ -1,0 +1,13 @@
+import pytest
+
+from gdp.runtime import launch
+
+
+@pytest.fixture(params=["small work alone", "every strip"])
+def strips(request, monkeypatch):
+    """Each kernel split as shipped (a small image's work on the calling thread alone: the
+    kernel's serial twin, gdp.runtime.launch), then split into its module's strips whatever the
+    size (SERIAL_BYTES 0): a test of sizes that move a kernel's strips runs both."""
+    if request.param == "every strip":
+        monkeypatch.setattr(launch, "SERIAL_BYTES", 0)
+    return request.param
