@@ -34,7 +34,7 @@ import functools
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.launch import host_tensors, run_strips
+from gdp.runtime.launch import host_tensors, run_strips, strips_for
 from gdp.runtime.lut import permutes_bytes
 from gdp.runtime.tir_text import columns, describe, indent, permute_bytes
 from gdp.runtime.workspace import empty, output, scratch
@@ -342,7 +342,8 @@ def _run(image: np.ndarray, plan: Plan, out: np.ndarray, blob: bool, swap_rb, ex
     permuted = plan.permutes and permutes_bytes()  # VBMI (which implies AVX-512 BW)
     name, text = source(plan.channels, blob, bool(swap_rb), permuted, plan.groups)
     values = plan.height * plan.width * plan.channels
-    strips = max(1, min(MAX_STRIPS, plan.height, values // STRIP_VALUES))
+    most = max(1, min(MAX_STRIPS, plan.height, values // STRIP_VALUES))
+    strips = strips_for(image.nbytes + out.nbytes, most)  # a small one on this thread
     buf = scratch("resize_rows", strips * 2 * plan.width * plan.channels, np.int16)
     tags = scratch("resize_tags", strips * 2, np.int32)
     flat = np.ascontiguousarray(image).reshape(-1)

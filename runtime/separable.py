@@ -50,7 +50,7 @@ from typing import NamedTuple
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.launch import host_tensors, run_strips
+from gdp.runtime.launch import alone, host_tensors, run_strips
 from gdp.runtime.tir_text import block_sums, columns, describe, indent, inline
 from gdp.runtime.workspace import output, scratch
 
@@ -607,6 +607,8 @@ def _plan(shape, channels, kx, ky, anchor, border, finish, offset=0) -> _Plan:
     if running:  # each strip sums ny - 1 rows before its first: strips of 8 (ny - 1) rows, or
         # one a thread (a 31x31 box of 480 rows in 15 strips summed twice its rows)
         strips = min(strips, max(pool_threads(), h // (8 * (ky.size - 1) or 1)))
+    if alone(h * wc * (np.dtype(FINISH[finish]).itemsize + (4 if floats else 1))):
+        strips = 1  # a small image's rows on this thread (gdp.runtime.launch)
     return _Plan(
         name, text, tables, np.dtype(ring), np.dtype(column), running, strips, finishing, offset
     )

@@ -41,7 +41,7 @@ def _check_resizes(count=24, seed=0):
     assert cv2.cache_info().programs == 0
 
 
-def test_resizes_as_opencv():
+def test_resizes_as_opencv(strips):
     _check_resizes()
 
 
