@@ -42,7 +42,9 @@ from gdp.runtime.workspace import empty, output, scratch
 BITS = 11  # the horizontal weights' fixed point
 # Output pixels a step of the horizontal pass, output elements a step of the vertical.
 PIXELS = 16
-LANES = 16
+LANES = 32
+# Output pixels a step of blobFromImage's finish (_blob_finish).
+BLOB_PIXELS = 32
 # Output values a step of the permuted horizontal pass (_horizontal_permuted): the 64 bytes of
 # their pairs of source bytes, picked from a window of WINDOW bytes of the source row.
 STEP = 32
@@ -226,7 +228,49 @@ def _level(c: int, element: str) -> str:
         f' * T.Cast("int32", T.Cast("int16", ytab[y * 4 + {2 + t}])) >> 16)'
         for t in range(2)
     )
-    return f"T.min(T.max(({terms} + 2) >> 2, 0), 255)"
+    # in 16 bits throughout (each product's high half is at most 1020): 32 lanes a vector
+    return f"T.min(T.max(({terms} + T.int16(2)) >> T.int16(2), T.int16(0)), T.int16(255))"
+
+
+def _blob_finish(c: int, swap_rb: bool) -> str:
+    """blobFromImage's finish of output row y: BLOB_PIXELS pixels a step, their levels
+    computed as one vector of their interleaved channels' values (as the uint8 finish's), each
+    channel's lanes then picked out by a shuffle into its plane, (level - mean[k]) * scale in
+    float32; the last width % BLOB_PIXELS pixels one by one. (Each plane's levels read from
+    the interleaved row, a channel's every c-th value, were loaded a lane at a time: 1080p to
+    224x224 took 0.15 ms against 0.09 without the finish.)"""
+    n = BLOB_PIXELS * c
+    terms = " + ".join(
+        f'T.Cast("int16x{n}", T.shift_right(T.Cast("int32x{n}", buf[T.Ramp('
+        f'{_SLOT.format(t=t, c=c)} + xo * {n}, 1, {n})]) * T.Broadcast(T.Cast("int32",'
+        f' T.Cast("int16", ytab[y * 4 + {2 + t}])), {n}), T.Broadcast(16, {n})))'
+        for t in range(2)
+    )
+    level = (
+        f"T.min(T.max(T.shift_right({terms} + T.Broadcast(T.int16(2), {n}),"
+        f" T.Broadcast(T.int16(2), {n})), T.Broadcast(T.int16(0), {n})),"
+        f" T.Broadcast(T.int16(255), {n}))"
+    )
+    vector, scalar = "", ""
+    for k in range(c):
+        plane = 2 - k if swap_rb and k < 3 else k
+        lanes = f"T.Shuffle([levels], [{', '.join(str(i * c + k) for i in range(BLOB_PIXELS))}])"
+        vector += (
+            f"out[T.Ramp(({plane} * height + y) * width + xo * {BLOB_PIXELS}, 1, {BLOB_PIXELS})]"
+            f' = (T.Cast("float32x{BLOB_PIXELS}", {lanes})'
+            f" - T.Broadcast(mean[{k}], {BLOB_PIXELS})) * T.Broadcast(scale, {BLOB_PIXELS})\n"
+        )
+        scalar += (
+            f"out[({plane} * height + y) * width + x] ="
+            f' (T.Cast("float32", {_level(c, f"x * {c} + {k}")}) - mean[{k}]) * scale\n'
+        )
+    return (
+        f"for xo in range(width // {BLOB_PIXELS}):\n"
+        f"    levels: T.let = {level}\n"
+        + indent(vector, 4)
+        + f"for x in range(width // {BLOB_PIXELS} * {BLOB_PIXELS}, width):\n"
+        + indent(scalar, 4)
+    )
 
 
 @functools.cache
@@ -246,15 +290,7 @@ def source(
         out_dtype, mean_arg, mean_buffer, scale_arg = "uint8", "", "", ""
     else:
         name += "_blob" + ("_swap" if swap_rb else "")
-        finish = ""
-        for k in range(c):
-            plane = 2 - k if swap_rb and k < 3 else k
-            level = _level(c, f"{{x}} * {c} + {k}")
-            store = (
-                f"out[({plane} * height + y) * width + {{x}}] ="
-                f' (T.Cast("float32", {level}) - mean[{k}]) * scale\n'
-            )
-            finish += columns(store, "0", "width", LANES)
+        finish = _blob_finish(c, swap_rb)
         out_dtype = "float32"
         mean_arg = "\n    mean_handle: T.handle,"
         mean_buffer = '\n    mean = T.match_buffer(mean_handle, (4,), "float32", align=4)'
