@@ -38,12 +38,37 @@ def run_host_kernel(name: str, source: str, *args) -> None:
     (_kernels or _bound()).run_host_kernel(name, source, *args)
 
 
+# source -> its serial twin's function, once loaded: one lookup a call. (After a call that
+# swept the caches, each layer of Python on the way to a kernel cost 2-3 us.)
+_serial: dict[str, object] = {}
+
+
 def run_strips(name: str, source: str, *args) -> None:
     """run_host_kernel of a kernel whose last argument is its strip count: of one strip, its
-    serial twin (serial_twin) on this thread, without TVM's pool."""
-    if args[-1] == 1:
-        name, source = serial_twin(name, source)
-    (_kernels or _bound()).run_host_kernel(name, source, *args)
+    serial twin (run_serial)."""
+    if args[-1] != 1:
+        (_kernels or _bound()).run_host_kernel(name, source, *args)
+        return
+    kernel = _serial.get(source) or _serial_kernel(name, source)
+    try:
+        kernel(*args)
+    except BufferError:  # a read-only input: run_host_kernel passes it as a copy
+        (_kernels or _bound()).run_host_kernel(*serial_twin(name, source), *args)
+
+
+def run_serial(name: str, source: str, *args) -> None:
+    """The kernel's serial twin (serial_twin) on this thread, without TVM's pool (nor its
+    thread count)."""
+    kernel = _serial.get(source) or _serial_kernel(name, source)
+    try:
+        kernel(*args)
+    except BufferError:
+        (_kernels or _bound()).run_host_kernel(*serial_twin(name, source), *args)
+
+
+def _serial_kernel(name: str, source: str):
+    kernel = _serial[source] = (_kernels or _bound()).host_kernel(*serial_twin(name, source))
+    return kernel
 
 
 @functools.cache

@@ -19,7 +19,7 @@ import functools
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.launch import alone, run_host_kernel, run_strips, serial_twin
+from gdp.runtime.launch import alone, run_host_kernel, run_serial, run_strips
 from gdp.runtime.tir_text import columns, describe, indent
 from gdp.runtime.workspace import scratch
 
@@ -277,7 +277,7 @@ def rect(
         run_strips(name, text, flat, tmp, target, buf, *args)
         return out
     name, text = source(dilate, taps if taps <= MAX_UNROLLED else None)
-    if alone(2 * flat.size):  # its rows on this thread (gdp.runtime.launch)
-        name, text = serial_twin(name, text)
-    run_host_kernel(name, text, flat, tmp, target, w, channels, left, right, up, down)
+    # a small image's rows on this thread (gdp.runtime.launch)
+    run = run_serial if alone(2 * flat.size) else run_host_kernel
+    run(name, text, flat, tmp, target, w, channels, left, right, up, down)
     return out

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.launch import alone, run_host_kernel, serial_twin
+from gdp.runtime.launch import alone, run_host_kernel, run_serial
 from gdp.runtime.lut import permutes_bytes
 from gdp.runtime.tir_text import describe, permute_bytes
 from gdp.runtime.workspace import empty
@@ -223,21 +223,16 @@ def resize_nearest(image: np.ndarray, plan: Plan) -> np.ndarray:
     out = empty((rows, cols, *image.shape[2:]), image.dtype)
     if not out.size:
         return out
-    serial = alone(2 * out.nbytes)  # a small output's rows on this thread (gdp.runtime.launch)
+    # a small output's rows on this thread (gdp.runtime.launch)
+    run = run_serial if alone(2 * out.nbytes) else run_host_kernel
     if plan.chunk:
         name, text = permuted_source(plan.chunk)
-        if serial:
-            name, text = serial_twin(name, text)
         flat = np.ascontiguousarray(image).reshape(-1).view(np.uint8)
         target = out.reshape(-1).view(np.uint8)
-        run_host_kernel(
-            name, text, flat, target, plan.source_rows, plan.bases, plan.picks, plan.row_bytes
-        )
+        run(name, text, flat, target, plan.source_rows, plan.bases, plan.picks, plan.row_bytes)
         return out
     name, text = source(plan.unit, plan.elements)
-    if serial:
-        name, text = serial_twin(name, text)
     flat = np.ascontiguousarray(image).reshape(-1).view(plan.unit)
     target = out.reshape(-1).view(plan.unit)
-    run_host_kernel(name, text, flat, target, plan.row_offsets, plan.col_offsets, plan.reach)
+    run(name, text, flat, target, plan.row_offsets, plan.col_offsets, plan.reach)
     return out

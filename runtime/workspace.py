@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import math
 import threading
+from sys import getrefcount
 
 import numpy as np
 
@@ -24,14 +25,52 @@ ALIGN = 64
 ALIGNED_FROM = 1 << 16
 
 
+# Outputs of ALIGNED_FROM to MOST_KEPT bytes: the last KEPT made on a thread are kept, and one
+# handed out again once nothing but the keeping holds it (the caller dropped that result: a
+# loop that calls again has dropped the one before last). Making an aligned array is four
+# NumPy and ctypes calls, 25-30 us on a 2-core VM right after a call that swept the caches
+# (OpenCV's, a kernel's), where reusing one is a few lookups, and its pages are mapped and
+# warm. At most KEPT * MOST_KEPT bytes a thread stay allocated (clear_outputs frees them).
+KEPT = 4
+MOST_KEPT = 1 << 24
+# sys.getrefcount of a kept array nothing else holds (the keeping list's, the loop's, the
+# call's), and of the memory under it that no view holds (NumPy makes a view's base the array
+# that owns the memory, not the kept one: the kept one's, the call's).
+_ONLY_KEPT = 3
+_ONLY_VIEWED = 2
+
+
 def empty(shape: tuple, dtype) -> np.ndarray:
-    """A new C-contiguous array, starting at an ALIGN-byte boundary where it has ALIGNED_FROM
-    bytes or more."""
+    """A C-contiguous array of `shape` and `dtype`, new to the caller (no other live reference
+    to it or its memory), starting at an ALIGN-byte boundary where it has ALIGNED_FROM bytes or
+    more."""
     dtype = np.dtype(dtype)
     size = math.prod(shape) * dtype.itemsize  # np.prod of a tuple: 3 us, this 0.2
     if size < ALIGNED_FROM:
         return np.empty(shape, dtype)
-    return _aligned(shape, dtype, size)
+    if size > MOST_KEPT:
+        return _aligned(shape, dtype, size)
+    kept = getattr(_workspace, "outputs", None)
+    if kept is None:
+        kept = _workspace.outputs = []
+    for array in kept:
+        if (
+            array.shape == shape
+            and array.dtype == dtype
+            and getrefcount(array) == _ONLY_KEPT
+            and getrefcount(array.base) == _ONLY_VIEWED
+        ):
+            return array
+    array = _aligned(shape, dtype, size)
+    kept.append(array)
+    if len(kept) > KEPT:
+        del kept[0]
+    return array
+
+
+def clear_outputs() -> None:
+    """Drop this thread's kept outputs (those the caller still holds stay the caller's)."""
+    _workspace.outputs = []
 
 
 def aligned_empty(shape: tuple, dtype) -> np.ndarray:

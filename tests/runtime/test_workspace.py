@@ -53,3 +53,39 @@ def test_the_address_is_numpys():
     # the ctypes view empty() reads the address through agrees with numpy's own
     raw = np.empty(1 << 17, np.uint8)[5:]
     assert ctypes.addressof(ctypes.c_char.from_buffer(raw)) == raw.ctypes.data
+
+
+def test_an_output_comes_back_only_once_nothing_holds_it():
+    shape = (480, 640, 3)
+    # held: the caller's result, a view of it (NumPy makes its base the memory's owner, not
+    # the result), a memoryview, an array made on its buffer
+    holders = [lambda a: a, lambda a: a[:, :5], memoryview, lambda a: np.frombuffer(a, np.uint8)]
+    for hold in holders:
+        workspace.clear_outputs()
+        first = workspace.empty(shape, np.uint8)
+        address = _address(first)
+        holder = hold(first)
+        del first
+        for _ in range(workspace.KEPT + 2):
+            assert _address(workspace.empty(shape, np.uint8)) != address
+        del holder
+    # dropped: the same memory again, and only for the same shape and dtype
+    workspace.clear_outputs()
+    first = workspace.empty(shape, np.uint8)
+    address = _address(first)
+    del first
+    assert _address(workspace.empty((640, 480, 3), np.uint8)) != address
+    assert _address(workspace.empty(shape, np.int8)) != address
+    again = workspace.empty(shape, np.uint8)
+    assert _address(again) == address and again.shape == shape and again.dtype == np.uint8
+
+
+def test_kept_outputs_are_few_and_large_ones_not_kept():
+    workspace.clear_outputs()
+    held = [workspace.empty((256, 256 + i), np.uint8) for i in range(workspace.KEPT + 3)]
+    assert len(workspace._workspace.outputs) == workspace.KEPT
+    big = (workspace.MOST_KEPT // 3 + 1, 3)
+    out = workspace.empty(big, np.uint8)
+    assert all(kept is not out for kept in workspace._workspace.outputs)
+    assert _address(out) % workspace.ALIGN == 0
+    del held
