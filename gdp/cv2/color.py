@@ -90,6 +90,20 @@ def _host_ops() -> frozenset:
     return frozenset(rt_color.OPS)
 
 
+# (code, source channels) -> the host kernels' prepared conversion, or False: cvtColor's short
+# path, one lookup a call.
+_prepared: dict[tuple[int, int], object] = {}
+
+
+def _prepare(code: int, scn: int):
+    host = _host_codes().get(code)
+    conversion = False
+    if host is not None and scn in host[2]:
+        conversion = rt_color.prepared(host[0], scn, host[1])
+    _prepared[(code, scn)] = conversion
+    return conversion
+
+
 def _channel_error(scn: int) -> _cv2.error:
     return _cv2.error(
         "OpenCV(gdp) error: (-15:Bad number of channels) Invalid number of channels in input"
@@ -100,15 +114,24 @@ def _channel_error(scn: int) -> _cv2.error:
 @common.accelerate("cvtColor")
 def cvtColor(src, code, dst=None, dstCn=0, hint=None):
     # hint: OpenCV's ALGO_HINT_*; gdp's result is its accurate one whatever the hint.
-    if dst is None and dstCn == 0 and src.__class__ is np.ndarray and src.dtype is common.UINT8:
+    if (
+        dst is None
+        and dstCn == 0
+        and src.__class__ is np.ndarray
+        and src.dtype is common.UINT8
+        and src.ndim == 3
+        and code.__class__ is int
+    ):
         # The common call (a uint8 image, no dst) of a conversion the host kernels take whole
-        # (reorder, gray, YCrCb, HSV, Lab), straight to the kernel: the general path's layers
-        # cost a 480p BGR2RGB call a fifth of its time.
-        host = _host_codes().get(code) if code.__class__ is int else None
-        if host is not None and src.ndim == 3 and src.shape[2] in host[2]:
-            op, params, _, dcn = host
-            if common.plain_image(src, out_bytes=src.size // src.shape[2] * dcn):
-                return rt_color.convert(src, op, None, **params)
+        # (reorder, gray, YCrCb, HSV, Lab), straight to its prepared kernel: the general
+        # path's layers cost a 480p BGR2RGB call a fifth of its time.
+        conversion = _prepared.get((code, src.shape[2]))
+        if conversion is None:
+            conversion = _prepare(code, src.shape[2])
+        if conversion and common.plain_image(
+            src, out_bytes=src.size // src.shape[2] * conversion.dcn
+        ):
+            return rt_color.convert_prepared(src, conversion)
     graph = engine.is_graph_call(src)
     if not graph:
         src = common.image("cvtColor", src)

@@ -165,6 +165,9 @@ def test_extrema_first_positions(dtype, strips):
             found = extrema.extrema(values)
             want = (values.min(), values.max(), int(values.argmin()), int(values.argmax()), 0)
             assert tuple(found) == want, (n, where)
+            if n >= extrema.LANES[dtype]:  # (fewer values: NumPy's, which has them anyway)
+                alone = extrema.extrema(values, positions=False)
+                assert tuple(alone) == (*want[:2], -1, -1, 0), (n, where)
     # the extremes also in the first lane of the first strip, past its first block, after
     # their first positions in another lane of that block
     for n in [1 << 16, 1 << 20]:
