@@ -10,6 +10,7 @@ import pytest
 import skimage.data
 
 import gdp.cv2 as cv2
+from gdp.cv2 import color as gdp_color
 from gdp.cv2 import common
 from gdp.errors import InputError
 from gdp.runtime import color
@@ -113,6 +114,16 @@ def test_nv12_nv21_as_opencv(code):
     assert cv2.cache_info().programs == 0
 
 
+def _cpu_without(monkeypatch, feature: str) -> list:
+    """gdp.runtime.color told this CPU lacks `feature` (avx512, permutes_bytes): the list
+    each ask appends to. cvtColor's short path keeps each conversion as it was first prepared
+    (for this CPU): those are forgotten."""
+    calls = []
+    monkeypatch.setattr(color, feature, lambda: calls.append(1) or False)
+    monkeypatch.setattr(gdp_color, "_prepared", {})
+    return calls
+
+
 @pytest.mark.parametrize(
     "code,channels",
     [(real.COLOR_RGB2Lab, 4), (real.COLOR_HSV2BGR, 3), (real.COLOR_BGR2GRAY, 3)],
@@ -120,8 +131,7 @@ def test_nv12_nv21_as_opencv(code):
 def test_without_avx512_as_opencv(monkeypatch, code, channels):
     """The kernels a CPU without AVX-512 gets (tables loaded a lane at a time), compiled and
     run here: every colour."""
-    calls = []
-    monkeypatch.setattr(color, "avx512", lambda: calls.append(1) or False)
+    calls = _cpu_without(monkeypatch, "avx512")
     src = _every_colour(channels)
     np.testing.assert_array_equal(cv2.cvtColor(src, code), real.cvtColor(src, code))
     assert calls  # the kernel asked, and got the one without AVX-512
@@ -134,8 +144,7 @@ def test_without_avx512_as_opencv(monkeypatch, code, channels):
 def test_hsv_without_vbmi_as_opencv(monkeypatch, code, channels):
     """HSV where the CPU lacks AVX-512 VBMI's byte permutes: the tables as float32 divisions,
     compiled and run here; every colour."""
-    calls = []
-    monkeypatch.setattr(color, "permutes_bytes", lambda: calls.append(1) or False)
+    calls = _cpu_without(monkeypatch, "permutes_bytes")
     src = _every_colour(channels)
     np.testing.assert_array_equal(cv2.cvtColor(src, code), real.cvtColor(src, code))
     assert calls  # the kernel asked, and got the one that divides
