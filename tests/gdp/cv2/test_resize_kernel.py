@@ -45,6 +45,31 @@ def test_resizes_as_opencv(strips):
     _check_resizes()
 
 
+def test_rows_of_weight_zero_as_opencv(strips):
+    # Downscales and upscales by an odd integer give rows a tap of weight 0, whose
+    # source row the kernel does not resample: every factor, channel count and a last row
+    # clamped at the border, against OpenCV.
+    cv2.clear_cache()
+    rng = np.random.default_rng(5)
+    for factor in (3, 5, 7, 1 / 3):  # (an even factor puts sources halfway between rows)
+        for channels in (1, 2, 3, 4):
+            k = round(factor) if factor > 1 else 1
+            h, w = (int(v) // k * k for v in rng.integers(40, 400, 2))  # multiples of k
+            shape = (h, w, channels) if channels > 1 else (h, w)
+            image = rng.integers(0, 256, shape, np.uint8)
+            dsize = (round(w / factor), round(h / factor))
+            plan = resize.Plan(h, w, channels, *dsize, w / dsize[0], h / dsize[1])
+            assert 0 in plan.ytab.reshape(-1, 4)[:, 2:], (shape, dsize)  # some rows skipped
+            got, want = cv2.resize(image, dsize), real.resize(image, dsize)
+            np.testing.assert_array_equal(got, want, err_msg=str((shape, dsize)))
+            if channels != 2:  # (OpenCV's blobs take 1, 3 or 4)
+                blob = cv2.dnn.blobFromImage(image, 1 / 255, dsize, swapRB=channels >= 3)
+                np.testing.assert_array_equal(
+                    blob, real.dnn.blobFromImage(image, 1 / 255, dsize, swapRB=channels >= 3)
+                )
+    assert cv2.cache_info().programs == 0
+
+
 def test_both_horizontal_passes(monkeypatch):
     plans = [
         resize.Plan(h, w, 3, width, height, w / width, h / height)
