@@ -83,11 +83,15 @@ def resize_cubic_u8(
             tags[s * 4 + t] = -1
         for y in range(height * s // strips, height * (s + 1) // strips):
             for t in range(4):
-                if tags[s * 4 + ytab[y * 8 + t] % 4] != ytab[y * 8 + t]:
-                    tags[s * 4 + ytab[y * 8 + t] % 4] = ytab[y * 8 + t]
-                    row: T.let = ytab[y * 8 + t] * wc
-                    slot: T.let = (s * 4 + ytab[y * 8 + t] % 4) * count
-                    for j in range((count + 15) // 16):
+                # a tap of weight 0 adds nothing (a resize by an odd factor puts each output
+                # row on a source row: three of its four taps weigh 0): its row is not
+                # resampled, and its slot, whatever it holds, counts 0
+                if ytab[y * 8 + 4 + t] != 0:
+                    if tags[s * 4 + ytab[y * 8 + t] % 4] != ytab[y * 8 + t]:
+                        tags[s * 4 + ytab[y * 8 + t] % 4] = ytab[y * 8 + t]
+                        row: T.let = ytab[y * 8 + t] * wc
+                        slot: T.let = (s * 4 + ytab[y * 8 + t] % 4) * count
+                        for j in range((count + 15) // 16):
 {horizontal}
 {slots}
             for j in range((count + 15) // 16):
@@ -144,7 +148,7 @@ def _vertical() -> str:
 def source() -> tuple[str, str]:
     """(name, TVMScript) of the kernel."""
     return "resize_cubic_u8", _KERNEL.format(
-        horizontal=indent(_horizontal(), 24),
+        horizontal=indent(_horizontal(), 28),
         slots=indent(_SLOTS, 12),
         vertical=indent(_vertical(), 16),
     )

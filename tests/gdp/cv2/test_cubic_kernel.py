@@ -84,6 +84,8 @@ def test_kernel_on_one_thread():
 def test_photo_views_and_dst():
     bgr = real.cvtColor(real.resize(skimage.data.astronaut(), (1920, 1080)), real.COLOR_RGB2BGR)
     _near(bgr, (640, 360), exact=True)  # a third: each output pixel a source pixel
+    _near(bgr, (384, 216), exact=True)  # a fifth too (three of each row's four taps weigh 0)
+    _near(bgr[:101, :77], (231, 303))  # three times: every third row on a source row
     _near(bgr, (960, 540))
     _near(bgr, (1280, 720))
     _near(real.cvtColor(bgr, real.COLOR_BGR2GRAY), (701, 333))
