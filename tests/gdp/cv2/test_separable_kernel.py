@@ -128,7 +128,7 @@ def _check_floats(shapes):
                 np.testing.assert_array_equal(cv2.blur(image, (kw, kh)), real.blur(image, (kw, kh)))
 
 
-def test_kernel_matches_opencv(strips):
+def test_kernel_matches_opencv():
     _check()
 
 
