@@ -33,11 +33,6 @@ ALIGNED_FROM = 1 << 16
 # warm. At most KEPT * MOST_KEPT bytes a thread stay allocated (clear_outputs frees them).
 KEPT = 4
 MOST_KEPT = 1 << 24
-# sys.getrefcount of a kept array nothing else holds (the keeping list's, the loop's, the
-# call's), and of the memory under it that no view holds (NumPy makes a view's base the array
-# that owns the memory, not the kept one: the kept one's, the call's).
-_ONLY_KEPT = 3
-_ONLY_VIEWED = 2
 
 
 def empty(shape: tuple, dtype) -> np.ndarray:
@@ -85,6 +80,22 @@ def _aligned(shape: tuple, dtype: np.dtype, size: int) -> np.ndarray:
     # the address without numpy's ctypes object (2 us): ctypes' view of the buffer (0.7)
     skip = -ctypes.addressof(ctypes.c_char.from_buffer(raw)) % ALIGN
     return np.ndarray(shape, dtype, raw, skip)  # a view of raw: raw lives as long as it
+
+
+def _free_counts() -> tuple[int, int]:
+    """sys.getrefcount of a kept array nothing else holds, in a loop as empty's (the keeping
+    list's, the loop's, the call's: 3 on CPython 3.11), and of the memory under it that no view
+    holds (NumPy makes a view's base the array that owns the memory, not the kept one: 2).
+    Measured, not assumed: on an interpreter that counted a loop's or a call's reference
+    differently, fixed numbers could hand out an array its caller still holds."""
+    kept = [_aligned((1,), np.dtype(np.uint8), ALIGNED_FROM)]
+    counts = (0, 0)
+    for array in kept:
+        counts = getrefcount(array), getrefcount(array.base)
+    return counts
+
+
+_ONLY_KEPT, _ONLY_VIEWED = _free_counts()
 
 
 def scratch(name: str, size: int, dtype) -> np.ndarray:
