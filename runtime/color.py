@@ -638,18 +638,48 @@ def convert(image: np.ndarray, op: str, out: np.ndarray | None = None, **params)
         raise InputError(
             f"color.convert: {op} takes {' or '.join(map(str, OPS[op]))} channels, got {scn}"
         )
-    block = params.pop("simd_block", 0) if op == "from_hsv" else 0
-    vbmi = op == "to_hsv" and permutes_bytes()
-    name, text, dcn = source(op, scn, tuple(sorted(params.items())), avx512(), vbmi)
     if op == "nv_to_rgb":
+        name, text, _ = source(op, scn, tuple(sorted(params.items())), avx512(), False)
         return _nv_to_rgb(image.reshape(image.shape[:2]), name, text)
     if op == "from_hsv":
+        block = params.pop("simd_block", 0)
+        name, text, _ = source(op, scn, tuple(sorted(params.items())), avx512(), False)
         h, w = image.shape[:2]
         vector = w // block * block if block else 0
         tensors = () if avx512() else _hsv_tensors()
         return _by_rows(image, (h, w, 3), name, text, tensors, (vector,))
+    return convert_prepared(image, prepared(op, scn, params), out)
+
+
+class Conversion(NamedTuple):
+    """A pixel-wise conversion's kernel as convert runs it, made once (prepared): for calls
+    of one conversion, which then look nothing up (each lookup convert makes cost 2-5 us after
+    a cache sweep: 20 us of a 1080p BGR2GRAY's 0.28 ms)."""
+
+    name: str
+    text: str
+    dcn: int
+    extra: tuple  # the kernel's tables
+
+
+def prepared(op: str, scn: int, params: dict) -> Conversion:
+    """The Conversion of `op` (reorder, gray_to_color, to_gray, to_ycrcb, to_hsv, to_lab:
+    pixel-wise) from `scn` channels."""
+    if op not in OPS or op in ("nv_to_rgb", "from_hsv") or scn not in OPS[op]:
+        raise InputError(f"color.prepared: {op} of {scn} channels is not pixel-wise here")
+    vbmi = op == "to_hsv" and permutes_bytes()
+    name, text, dcn = source(op, scn, tuple(sorted(params.items())), avx512(), vbmi)
+    extra = _lab_tensors() if op == "to_lab" else _div_tensors() if vbmi else ()
+    return Conversion(name, text, dcn, extra)
+
+
+def convert_prepared(
+    image: np.ndarray, conversion: Conversion, out: np.ndarray | None = None
+) -> np.ndarray:
+    """convert's pixel-wise conversion of a uint8 image (h, w[, scn]), scn the one
+    `conversion` was prepared for, as a new array (or into `out`, which may be `image`)."""
     h, w = image.shape[:2]
-    n = h * w
+    n, scn, dcn = h * w, image.shape[2] if image.ndim == 3 else 1, conversion.dcn
     if n * max(scn, dcn) > MAX_VALUES:
         raise InputError(f"color.convert: {n} pixels of {max(scn, dcn)} channels, over int32")
     out = output(out, (h, w, dcn) if dcn > 1 else (h, w), np.uint8, "color.convert")
@@ -660,52 +690,12 @@ def convert(image: np.ndarray, op: str, out: np.ndarray | None = None, **params)
     if n < LANES:  # one step over the pixels padded to 64
         flat = np.concatenate([flat, np.zeros((LANES - n) * scn, np.uint8)])
         result = np.empty(LANES * dcn, np.uint8)
-    extra = _lab_tensors() if op == "to_lab" else _div_tensors() if vbmi else ()
-    strips = max(1, min(MAX_STRIPS, n // STRIP_PIXELS))
-    run_strips(name, text, flat, result, *extra, max(n, LANES), strips)
-    if n < LANES:
-        out.reshape(-1)[:] = result[: n * dcn]
-    return out
-
-
-class Conversion(NamedTuple):
-    """A pixel-wise conversion's kernel as convert runs it, made once (prepared): for calls
-    of one conversion, which then look nothing up (each lookup convert makes cost 2-5 us after
-    a cache sweep: 20 us of a 1080p BGR2GRAY's 0.28 ms)."""
-
-    op: str
-    params: dict
-    name: str
-    text: str
-    dcn: int
-    extra: tuple  # the kernel's tables
-
-
-def prepared(op: str, scn: int, params: dict) -> Conversion:
-    """The Conversion of `op` (reorder, gray_to_color, to_gray, to_ycrcb, to_hsv, to_lab:
-    pixel-wise) from `scn` channels, as convert makes it."""
-    if op not in OPS or op in ("nv_to_rgb", "from_hsv") or scn not in OPS[op]:
-        raise InputError(f"color.prepared: {op} of {scn} channels is not pixel-wise here")
-    vbmi = op == "to_hsv" and permutes_bytes()
-    name, text, dcn = source(op, scn, tuple(sorted(params.items())), avx512(), vbmi)
-    extra = _lab_tensors() if op == "to_lab" else _div_tensors() if vbmi else ()
-    return Conversion(op, params, name, text, dcn, extra)
-
-
-def convert_prepared(image: np.ndarray, conversion: Conversion) -> np.ndarray:
-    """convert(image, conversion.op, **conversion.params) of a C-contiguous uint8 (h, w, scn)
-    image, scn the one `conversion` was prepared for, as a new array."""
-    h, w = image.shape[:2]
-    n = h * w
-    if n < LANES or n * 4 > MAX_VALUES:  # a step of padding, or over int32: convert's checks
-        return convert(image, conversion.op, None, **conversion.params)
-    dcn = conversion.dcn
-    out = empty((h, w, dcn) if dcn > 1 else (h, w), np.uint8)
     strips = max(1, min(MAX_STRIPS, n // STRIP_PIXELS))
     run_strips(
-        conversion.name, conversion.text, image.reshape(-1), out.reshape(-1),
-        *conversion.extra, n, strips,
-    )  # fmt: skip
+        conversion.name, conversion.text, flat, result, *conversion.extra, max(n, LANES), strips
+    )
+    if n < LANES:
+        out.reshape(-1)[:] = result[: n * dcn]
     return out
 
 

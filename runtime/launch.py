@@ -46,29 +46,22 @@ _serial: dict[str, object] = {}
 def run_strips(name: str, source: str, *args) -> None:
     """run_host_kernel of a kernel whose last argument is its strip count: of one strip, its
     serial twin (run_serial)."""
-    if args[-1] != 1:
+    if args[-1] == 1:
+        run_serial(name, source, *args)
+    else:
         (_kernels or _bound()).run_host_kernel(name, source, *args)
-        return
-    kernel = _serial.get(source) or _serial_kernel(name, source)
-    try:
-        kernel(*args)
-    except BufferError:  # a read-only input: run_host_kernel passes it as a copy
-        (_kernels or _bound()).run_host_kernel(*serial_twin(name, source), *args)
 
 
 def run_serial(name: str, source: str, *args) -> None:
     """The kernel's serial twin (serial_twin) on this thread, without TVM's pool (nor its
     thread count)."""
-    kernel = _serial.get(source) or _serial_kernel(name, source)
+    kernel = _serial.get(source)
+    if kernel is None:
+        kernel = _serial[source] = (_kernels or _bound()).host_kernel(*serial_twin(name, source))
     try:
         kernel(*args)
-    except BufferError:
+    except BufferError:  # a read-only input: run_host_kernel passes it as a copy
         (_kernels or _bound()).run_host_kernel(*serial_twin(name, source), *args)
-
-
-def _serial_kernel(name: str, source: str):
-    kernel = _serial[source] = (_kernels or _bound()).host_kernel(*serial_twin(name, source))
-    return kernel
 
 
 @functools.cache
@@ -92,4 +85,4 @@ def alone(moved: int) -> bool:
 def strips_for(moved: int, strips: int) -> int:
     """A memory-bound kernel's strip count: `strips`, its module's count for the work, or one
     where it runs alone (`moved` bytes read and written)."""
-    return 1 if moved <= SERIAL_BYTES else strips
+    return 1 if alone(moved) else strips
