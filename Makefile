@@ -16,7 +16,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,serve]'
 	touch $(STAMP)
 
-install: $(STAMP)
+# gdp.cv2's dispatcher in C (gdp/cv2/_dispatch.c), built in place for the venv's Python: the
+# NumPy headers give the array struct's layout (its dimensions are read without a NumPy call).
+DISPATCH_EXT := gdp/cv2/_dispatch$(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+
+$(DISPATCH_EXT): gdp/cv2/_dispatch.c $(STAMP)
+	$(CC) -O2 -shared -fPIC -Wall -Werror -o $@ $< $$($(BIN)/python -c 'import numpy, sysconfig; print("-I" + sysconfig.get_paths()["include"], "-I" + numpy.get_include())')
+
+install: $(STAMP) $(DISPATCH_EXT)
 
 demo: install
 	$(BIN)/python samples/demo.py

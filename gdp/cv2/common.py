@@ -4,6 +4,7 @@ fallthrough to OpenCV itself for what gdp does not accelerate."""
 from __future__ import annotations
 
 import functools
+import sys
 from collections import Counter
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -57,17 +58,16 @@ def accelerate(name: str):
     returned (under GDP_CV2_STRICT=1, a FallthroughError) and the call is counted in
     `RESCUED`: gdp must never refuse a call OpenCV accepts (tests/gdp/cv2/test_cv2_fuzz.py
     holds that count at zero). gdp's own failures (GdpError: a compile or run that failed)
-    and FinalError (a call OpenCV would crash on) are raised as they are."""
+    and FinalError (a call OpenCV would crash on) are raised as they are.
+
+    The function registered is a Dispatcher: on the cpu target, a call the dispatch table
+    (gdp.cv2.dispatch) gives to OpenCV runs OpenCV's own function, without a line of Python
+    where the table has the answer (gdp/cv2/_dispatch.c)."""
 
     def register(fn: Callable) -> Callable:
         opencv = _opencv_function(name)
 
-        @functools.wraps(fn)
-        def accelerated(*args, **kwargs):
-            if _running.get():  # inside another gdp.cv2 call: that call falls through
-                return fn(*args, **kwargs)
-            if dispatch.runs_opencv(name, args, kwargs):  # calibrated: OpenCV is faster here
-                return opencv(*args, **kwargs)
+        def through_gdp(*args, **kwargs):
             token = _running.set(True)
             try:
                 return fn(*args, **kwargs)
@@ -85,12 +85,55 @@ def accelerate(name: str):
                 raise error(name, f"{reason} (graph mode)")
             return _opencv(name, reason, args, kwargs, refusal)
 
+        accelerated = Dispatcher(name, fn, through_gdp, opencv)
+        functools.update_wrapper(accelerated, fn)
         accelerated.__name__ = name.rsplit(".", 1)[-1]
         accelerated.__qualname__ = name
         ACCELERATED[name] = accelerated
         return accelerated
 
     return register
+
+
+class PythonDispatcher:
+    """gdp.cv2._dispatch.Dispatcher (the C one `make install` builds) in Python, where that is
+    not built: the same choice for each call, and the same attributes. An accelerated function
+    calls `raw` (gdp's function as written) inside another gdp.cv2 call, else `opencv`
+    (OpenCV's own) where the dispatch table gives it the call, else `gdp` (gdp's function with
+    its fallthrough to OpenCV)."""
+
+    def __init__(self, name: str, raw: Callable, gdp: Callable, opencv: Callable) -> None:
+        self.name, self.raw, self.gdp, self.opencv = name, raw, gdp, opencv
+
+    def runs_opencv(self, *args, **kwargs) -> bool:
+        return dispatch.runs_opencv(self.name, args, kwargs)
+
+    def __call__(self, *args, **kwargs):
+        if _running.get():  # inside another gdp.cv2 call: that call falls through
+            return self.raw(*args, **kwargs)
+        if dispatch.runs_opencv(self.name, args, kwargs):  # calibrated: OpenCV is faster here
+            return self.opencv(*args, **kwargs)
+        return self.gdp(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<gdp.cv2 function {self.name}>"
+
+
+try:  # built by `make install` (gdp/cv2/_dispatch.c); tests hold this machine to it
+    from gdp.cv2 import _dispatch
+
+    _dispatch.configure(
+        np.ndarray,
+        vars(dispatch),
+        environ._BYTES,  # None off POSIX: every table answer then goes to runs_opencv
+        dispatch._SWITCHES._keys,
+        sys.modules,
+        _running,
+        dispatch._BOUNDS,
+    )
+    Dispatcher = _dispatch.Dispatcher
+except ImportError:
+    Dispatcher = PythonDispatcher
 
 
 # What gdp's argument handling raises for an argument it refuses: its own cv2.error, and

@@ -64,9 +64,10 @@ class _Unread(dict):
         return default if rules is self else rules.get(name, default)
 
 
-# {name: (position, keyword, default, flags)} for each name the table gives any size to: its
-# VARIANTS argument (position -1: none) and _slower_classes' flags (by variant value where it
-# has one): what an eager call reads of the table, in one lookup by name (_rules_of(_table)).
+# {name: (position, keyword, default, flags, mask)} for each name the table gives any size to:
+# its VARIANTS argument (position -1: none), _slower_classes' flags (by variant value where it
+# has one) and the bits of the value that name the variant: what an eager call reads of the
+# table, in one lookup by name (_rules_of(_table)); gdp/cv2/_dispatch.c reads it too.
 _rules: dict[str, tuple] = _Unread()
 
 
@@ -208,7 +209,10 @@ def _rules_of(entries: dict | None) -> dict[str, tuple]:
     for name, per_variant in _slower_classes(entries).items():
         position, keyword, default = VARIANTS.get(name, (-1, None, None))
         flags = per_variant if position >= 0 else per_variant.get(None)
-        rules[name] = (position, keyword, default, flags)
+        # the bits of an int variant that name it (_variant_flags; -1: all): for the C
+        # dispatcher, which answers a value without a key of its own by them
+        mask = _cv2.INTER_MAX if name == "warpAffine" else -1
+        rules[name] = (position, keyword, default, flags, mask)
     return rules
 
 

@@ -29,27 +29,121 @@ def _slower(gdp_ms=2.0, opencv_ms=1.0):
     return {"gdp_ms": gdp_ms, "opencv_ms": opencv_ms}
 
 
-@pytest.fixture
-def opencv_calls(monkeypatch):
-    """The names of the calls gdp.cv2 handed to OpenCV, in order: by the table (the wrapper
-    then calls OpenCV's function it holds) or as a fallthrough."""
+@pytest.fixture(params=["C", "Python"])
+def opencv_calls(request, monkeypatch):
+    """The names of the calls gdp.cv2 handed to OpenCV, in order: by the table (the dispatcher
+    then calls the OpenCV function it holds) or as a fallthrough. Each test runs with the C
+    dispatcher `make install` builds and with its Python twin (common.PythonDispatcher, where
+    the C one is not built)."""
     seen: list[str] = []
-    function, runs_opencv = common._opencv_function, dispatch.runs_opencv
+    function = common._opencv_function
 
     def spy(name):
         seen.append(name)
         return function(name)
 
-    def decides(name, args, kwargs):
-        answer = runs_opencv(name, args, kwargs)
-        if answer:
+    def recording(name, opencv):
+        def called(*args, **kwargs):
             seen.append(name)
-        return answer
+            return opencv(*args, **kwargs)
+
+        return called
 
     monkeypatch.setattr(common, "_opencv_function", spy)
-    monkeypatch.setattr(dispatch, "runs_opencv", decides)
+    for name, accelerated in list(common.ACCELERATED.items()):
+        if request.param == "Python":
+            accelerated = common.PythonDispatcher(
+                name, accelerated.raw, accelerated.gdp, accelerated.opencv
+            )
+            monkeypatch.setitem(common.ACCELERATED, name, accelerated)
+            if "." not in name:
+                monkeypatch.setattr(cv2, name, accelerated)
+        monkeypatch.setattr(accelerated, "opencv", recording(name, accelerated.opencv))
     yield seen
     dispatch.set_dispatch("auto")
+
+
+def test_the_c_dispatcher_is_built_and_used():
+    """`make install` builds gdp/cv2/_dispatch.c; without it every call pays the Python check
+    (9 us after a cache sweep, where a 1080p call OpenCV runs takes 90)."""
+    from gdp.cv2 import _dispatch
+
+    assert common.Dispatcher is _dispatch.Dispatcher
+    assert all(type(fn) is _dispatch.Dispatcher for fn in common.ACCELERATED.values())
+    assert cv2.threshold.__name__ == "threshold" and cv2.dnn.blobFromImage.__wrapped__
+
+
+def _decisions_grid():
+    """Calls whose table answers cover every branch of runs_opencv: sizes on each side of the
+    classes' bounds, arguments by position and by keyword, variants as other types, no image."""
+    tiny, line = np.zeros((240, 320), np.uint8), np.zeros(500, np.uint8)
+    over, big = np.zeros((241, 320, 3), np.uint8), np.zeros((2200, 4000), np.uint8)
+    matrix = np.eye(2, 3)
+    calls = []
+    for image in (tiny, over, big, line):
+        calls += [
+            ("GaussianBlur", (image, (5, 5), 0), {}),
+            ("GaussianBlur", (), {"src": image, "ksize": (5, 5), "sigmaX": 0}),
+            ("threshold", (image, 5, 255, 0), {}),
+            ("threshold", (image, 5, 255), {"type": np.int64(0)}),
+            ("threshold", (image, 5, 255, 1), {}),
+            ("threshold", (image, 5, 255, 0.0), {}),
+            ("threshold", (image, 5, 255, np.array([0, 0])), {}),
+            ("warpAffine", (image, matrix, (9, 9)), {"flags": real.WARP_INVERSE_MAP}),
+            ("warpAffine", (image, matrix, (9, 9)), {}),
+            ("dnn.blobFromImage", (), {"image": image}),
+            ("medianBlur", (image, 5), {}),
+        ]
+    calls += [("GaussianBlur", ([[1, 2]], (5, 5), 0), {}), ("GaussianBlur", (), {})]
+    return calls
+
+
+def test_the_c_dispatcher_decides_as_runs_opencv(monkeypatch):
+    """Each call's answer from the C dispatcher (Dispatcher.runs_opencv, without calling) is
+    dispatch.runs_opencv's, table by table and with each switch set."""
+    table = _table(
+        {
+            "GaussianBlur": {"240p": _slower(), "1080p": _slower()},
+            "threshold:0": {"480p": _slower(), "4k": _slower()},
+            "warpAffine:1": {"240p": _slower(), "480p": _slower()},
+            "dnn.blobFromImage": {"480p": _slower()},
+            "medianBlur": {"240p": _slower(1.0, 2.0)},
+        }
+    )
+    monkeypatch.setattr(gdp.api, "_default_target", None)
+    switches = [{}, {"GDP_CV2_STRICT": "1"}, {"GDP_CV2_DISPATCH": "0"}, {"GDP_TARGET": "cpu"}]
+    answers = []
+    try:
+        for given in (table, None, "auto"):
+            cv2.set_dispatch(given)
+            for setting in switches:
+                for key, value in setting.items():
+                    monkeypatch.setenv(key, value)
+                for name, args, kwargs in _decisions_grid():
+                    want = dispatch.runs_opencv(name, args, kwargs)
+                    got = common.ACCELERATED[name].runs_opencv(*args, **kwargs)
+                    assert got is want, (name, args[1:], kwargs, setting)
+                    answers.append(want)
+                for key in setting:
+                    monkeypatch.delenv(key)
+        # With the table and no switch, the C dispatcher answers by itself but for the variant
+        # that is no number (an array: runs_opencv's _variant_flags).
+        cv2.set_dispatch(table)
+        asked = []
+        python = dispatch.runs_opencv
+        monkeypatch.setattr(dispatch, "runs_opencv", lambda *a: asked.append(a) or python(*a))
+        grid = _decisions_grid()
+        for name, args, kwargs in grid:
+            common.ACCELERATED[name].runs_opencv(*args, **kwargs)
+        assert len(asked) == 4 and all(isinstance(a[1][3], np.ndarray) for a in asked)
+        monkeypatch.setattr(dispatch, "runs_opencv", python)
+        cv2.set_target("reference")
+        for name, args, kwargs in _decisions_grid():
+            assert common.ACCELERATED[name].runs_opencv(*args, **kwargs) is False
+    finally:
+        cv2.set_target(None)
+        dispatch.set_dispatch("auto")
+    assert True in answers and False in answers
 
 
 @pytest.fixture
