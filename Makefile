@@ -46,4 +46,4 @@ test-slow: install
 	$(BIN)/python -m pytest -m slow
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache $(DISPATCH_EXT)
