@@ -31,6 +31,7 @@ static PyObject *environ_bytes;         /* os.environ._data, or None (not POSIX)
 static PyObject *switch_keys;           /* the switches' names as bytes */
 static PyObject *modules;               /* sys.modules, for gdp.api's _default_target */
 static PyObject *running;               /* gdp.cv2.common._running (a ContextVar) */
+static PyObject *refused;               /* gdp.cv2.common.refused: an exception of gdp's */
 static long long bounds[8];             /* the size classes' most pixels, ascending */
 static Py_ssize_t n_bounds;
 
@@ -41,7 +42,7 @@ typedef struct {
     PyObject_HEAD
     PyObject *name;   /* OpenCV's name of the function (dotted for submodules) */
     PyObject *raw;    /* gdp's function as written: a call inside another gdp.cv2 call */
-    PyObject *gdp;    /* gdp's function with its fallthrough to OpenCV */
+    PyObject *gdp;    /* gdp's function with its fallthrough (PythonDispatcher's; C runs raw) */
     PyObject *opencv; /* OpenCV's own function */
     PyObject *dict;   /* __dict__: functools.wraps' __name__, __doc__, __wrapped__ */
     vectorcallfunc vectorcall;
@@ -222,7 +223,47 @@ static PyObject *dispatcher_vectorcall(PyObject *callable, PyObject *const *args
     int opencv = runs_opencv(self, args, nargs, kwnames);
     if (opencv < 0)
         return NULL;
-    return PyObject_Vectorcall(opencv ? self->opencv : self->gdp, args, nargsf, kwnames);
+    if (opencv)
+        return PyObject_Vectorcall(self->opencv, args, nargsf, kwnames);
+    /* gdp's function with _running set (common.accelerate's through_gdp, without its frame:
+     * 4-5 us of a 1080p call after a cache sweep); an exception goes to common.refused. */
+    PyObject *token = PyContextVar_Set(running, Py_True);
+    if (token == NULL)
+        return NULL;
+    PyObject *result = PyObject_Vectorcall(self->raw, args, nargsf, kwnames);
+    PyObject *type = NULL, *value = NULL, *traceback = NULL;
+    if (result == NULL)
+        PyErr_Fetch(&type, &value, &traceback);
+    int reset = PyContextVar_Reset(running, token);
+    Py_DECREF(token);
+    if (reset < 0) {
+        Py_XDECREF(result);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(traceback);
+        return NULL;
+    }
+    if (result != NULL)
+        return result;
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (traceback != NULL)
+        PyException_SetTraceback(value, traceback);
+    if (!PyErr_GivenExceptionMatches(type, PyExc_Exception)) { /* KeyboardInterrupt, ... */
+        PyErr_Restore(type, value, traceback);
+        return NULL;
+    }
+    Py_XDECREF(type);
+    Py_XDECREF(traceback);
+    PyObject *tuple, *dict;
+    if (as_tuple_and_dict(args, nargs, kwnames, &tuple, &dict) < 0) {
+        Py_DECREF(value);
+        return NULL;
+    }
+    result = PyObject_CallFunctionObjArgs(refused, self->name, value, tuple, dict, NULL);
+    Py_DECREF(value);
+    Py_DECREF(tuple);
+    Py_DECREF(dict);
+    return result;
 }
 
 static PyObject *dispatcher_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
@@ -318,11 +359,15 @@ static PyTypeObject DispatcherType = {
 };
 
 static PyObject *configure(PyObject *module, PyObject *args) {
-    PyObject *ndarray, *namespace, *environ, *keys, *sys_modules, *var, *bound_tuple;
-    if (!PyArg_ParseTuple(args, "O!O!OO!O!OO!:configure", &PyType_Type, &ndarray,
+    PyObject *ndarray, *namespace, *environ, *keys, *sys_modules, *var, *bound_tuple, *handler;
+    if (!PyArg_ParseTuple(args, "O!O!OO!O!OO!O:configure", &PyType_Type, &ndarray,
                           &PyDict_Type, &namespace, &environ, &PyTuple_Type, &keys, &PyDict_Type,
-                          &sys_modules, &var, &PyTuple_Type, &bound_tuple))
+                          &sys_modules, &var, &PyTuple_Type, &bound_tuple, &handler))
         return NULL;
+    if (!PyCallable_Check(handler)) {
+        PyErr_SetString(PyExc_TypeError, "configure: expected refused() as a callable");
+        return NULL;
+    }
     if (environ != Py_None && !PyDict_CheckExact(environ)) {
         PyErr_SetString(PyExc_TypeError, "configure: os.environ's data: expected a dict or None");
         return NULL;
@@ -348,13 +393,14 @@ static PyObject *configure(PyObject *module, PyObject *args) {
     Py_XSETREF(switch_keys, Py_NewRef(keys));
     Py_XSETREF(modules, Py_NewRef(sys_modules));
     Py_XSETREF(running, Py_NewRef(var));
+    Py_XSETREF(refused, Py_NewRef(handler));
     Py_RETURN_NONE;
 }
 
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(ndarray, dispatch_namespace, environ_bytes, switch_keys, sys_modules, running,"
-     " bounds): what every Dispatcher reads."},
+     " bounds, refused): what every Dispatcher reads."},
     {NULL},
 };
 

@@ -71,19 +71,11 @@ def accelerate(name: str):
             token = _running.set(True)
             try:
                 return fn(*args, **kwargs)
-            except NotAccelerated as signal:
-                reason, refusal = signal.reason, None
-            except (GdpError, FinalError):
-                raise
-            except _ARGUMENT_ERRORS as err:  # an argument gdp refused: OpenCV decides (below)
-                if _graph_call(args, kwargs):
-                    raise
-                reason, refusal = f"gdp refused the call ({type(err).__name__}: {err})", err
+            except Exception as err:  # refused() raises what it does not handle
+                failure = err
             finally:
                 _running.reset(token)
-            if _graph_call(args, kwargs):  # TF tensors: there is no OpenCV call to make
-                raise error(name, f"{reason} (graph mode)")
-            return _opencv(name, reason, args, kwargs, refusal)
+            return refused(name, failure, args, kwargs)
 
         accelerated = Dispatcher(name, fn, through_gdp, opencv)
         functools.update_wrapper(accelerated, fn)
@@ -93,6 +85,27 @@ def accelerate(name: str):
         return accelerated
 
     return register
+
+
+def refused(name: str, failure: Exception, args: tuple, kwargs: dict):
+    """What a call of gdp's function `name` that raised `failure` returns: OpenCV's answer for
+    a case gdp does not accelerate (NotAccelerated) or an argument gdp refused (_ARGUMENT_ERRORS:
+    OpenCV decides, see accelerate); anything else, gdp's own failures (GdpError, FinalError)
+    and every refusal in graph mode, is raised. Called after the call's _running is reset (the
+    C Dispatcher calls it for an exception of `raw`)."""
+    if isinstance(failure, NotAccelerated):
+        reason, refusal = failure.reason, None
+    elif (
+        isinstance(failure, GdpError | FinalError)
+        or not isinstance(failure, _ARGUMENT_ERRORS)
+        or _graph_call(args, kwargs)
+    ):
+        raise failure
+    else:  # an argument gdp refused: OpenCV decides
+        reason, refusal = f"gdp refused the call ({type(failure).__name__}: {failure})", failure
+    if _graph_call(args, kwargs):  # TF tensors: there is no OpenCV call to make
+        raise error(name, f"{reason} (graph mode)")
+    return _opencv(name, reason, args, kwargs, refusal)
 
 
 class PythonDispatcher:
@@ -130,6 +143,7 @@ try:  # built by `make install` (gdp/cv2/_dispatch.c); tests hold this machine t
         sys.modules,
         _running,
         dispatch._BOUNDS,
+        refused,
     )
     Dispatcher = _dispatch.Dispatcher
 except ImportError:
