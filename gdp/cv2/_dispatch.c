@@ -32,6 +32,8 @@ static PyObject *switch_keys;           /* the switches' names as bytes */
 static PyObject *modules;               /* sys.modules, for gdp.api's _default_target */
 static PyObject *running;               /* gdp.cv2.common._running (a ContextVar) */
 static PyObject *refused;               /* gdp.cv2.common.refused: an exception of gdp's */
+static PyObject *target_keys;           /* GDP_TARGET as bytes: plain()'s switch */
+static PyObject *plain_python;          /* common.plain_image in Python: plain()'s other cases */
 static long long bounds[8];             /* the size classes' most pixels, ascending */
 static Py_ssize_t n_bounds;
 
@@ -62,13 +64,14 @@ static PyObject *keyword(PyObject *const *args, Py_ssize_t nargs, PyObject *kwna
     return NULL;
 }
 
-/* Whether no switch is set and no gdp.set_target chose a target: 1, 0, or -1 on error. */
-static int switches_unset(void) {
+/* Whether none of `keys` is set in os.environ and no gdp.set_target chose a target: 1, 0, or -1
+ * on error. */
+static int switches_unset(PyObject *keys) {
     if (environ_bytes == Py_None)
         return 0;
-    Py_ssize_t n = PyTuple_GET_SIZE(switch_keys);
+    Py_ssize_t n = PyTuple_GET_SIZE(keys);
     for (Py_ssize_t i = 0; i < n; i++) {
-        int has = PyDict_Contains(environ_bytes, PyTuple_GET_ITEM(switch_keys, i));
+        int has = PyDict_Contains(environ_bytes, PyTuple_GET_ITEM(keys, i));
         if (has != 0)
             return has < 0 ? -1 : 0;
     }
@@ -152,7 +155,7 @@ static int decide(Dispatcher *self, PyObject *const *args, Py_ssize_t nargs, PyO
     int slower = PyObject_IsTrue(PyTuple_GET_ITEM(flags, k));
     if (slower <= 0)
         return slower;
-    int unset = switches_unset();
+    int unset = switches_unset(switch_keys);
     return unset < 0 ? -1 : (unset ? 1 : 2);
 }
 
@@ -359,10 +362,12 @@ static PyTypeObject DispatcherType = {
 };
 
 static PyObject *configure(PyObject *module, PyObject *args) {
-    PyObject *ndarray, *namespace, *environ, *keys, *sys_modules, *var, *bound_tuple, *handler;
-    if (!PyArg_ParseTuple(args, "O!O!OO!O!OO!O:configure", &PyType_Type, &ndarray,
+    PyObject *ndarray, *namespace, *environ, *keys, *sys_modules, *var, *bound_tuple, *handler,
+        *targets, *python_plain;
+    if (!PyArg_ParseTuple(args, "O!O!OO!O!OO!OO!O:configure", &PyType_Type, &ndarray,
                           &PyDict_Type, &namespace, &environ, &PyTuple_Type, &keys, &PyDict_Type,
-                          &sys_modules, &var, &PyTuple_Type, &bound_tuple, &handler))
+                          &sys_modules, &var, &PyTuple_Type, &bound_tuple, &handler,
+                          &PyTuple_Type, &targets, &python_plain))
         return NULL;
     if (!PyCallable_Check(handler)) {
         PyErr_SetString(PyExc_TypeError, "configure: expected refused() as a callable");
@@ -394,13 +399,66 @@ static PyObject *configure(PyObject *module, PyObject *args) {
     Py_XSETREF(modules, Py_NewRef(sys_modules));
     Py_XSETREF(running, Py_NewRef(var));
     Py_XSETREF(refused, Py_NewRef(handler));
+    Py_XSETREF(target_keys, Py_NewRef(targets));
+    Py_XSETREF(plain_python, Py_NewRef(python_plain));
     Py_RETURN_NONE;
 }
 
+/* common.plain_image(src, out_bytes=0) from the array's struct: a call's short path asks it on
+ * every call, and in Python its six NumPy attributes and the target's switch took 5-8 us of a
+ * 1080p call after a cache sweep. The cases it cannot answer so (no ndarray, 2**27 values or
+ * more, whose bytes it cannot bound without the dtype's size, a switch set) go to Python's. */
+static PyObject *plain(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                       PyObject *kwnames) {
+    if (plain_python == NULL || ndarray_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "gdp.cv2._dispatch: configure() was not called");
+        return NULL;
+    }
+    Py_ssize_t keywords = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    PyObject *src = nargs >= 1 ? args[0] : NULL, *out = NULL;
+    if (nargs == 2 && keywords == 0)
+        out = args[1];
+    else if (nargs == 1 && keywords == 1 &&
+             PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "out_bytes") == 0)
+        out = args[1];
+    else if (!(nargs == 1 && keywords == 0))
+        src = NULL;
+    if (src == NULL || !PyObject_TypeCheck(src, ndarray_type) || (out && !PyLong_CheckExact(out)))
+        return PyObject_Vectorcall(plain_python, args, nargs, kwnames);
+    PyArrayObject_fields *array = (PyArrayObject_fields *)src;
+    int nd = array->nd;
+    npy_intp *dims = array->dimensions;
+    if (!(nd == 2 || (nd == 3 && dims[2] >= 2 && dims[2] <= 4)))
+        Py_RETURN_FALSE;
+    long long size = 1;
+    for (int i = 0; i < nd; i++)
+        if (dims[i] == 0)
+            Py_RETURN_FALSE; /* empty */
+    for (int i = 0; i < nd && size < (1LL << 27); i++)
+        size = dims[i] >= (1LL << 27) ? (1LL << 27) : size * dims[i];
+    if (!(array->flags & NPY_ARRAY_C_CONTIGUOUS))
+        Py_RETURN_FALSE;
+    long long out_bytes = out ? PyLong_AsLongLong(out) : 0;
+    if (out_bytes == -1 && PyErr_Occurred()) {
+        PyErr_Clear(); /* past 64 bits */
+        return PyObject_Vectorcall(plain_python, args, nargs, kwnames);
+    }
+    if (size >= (1LL << 27) || out_bytes >= (1LL << 31))
+        return PyObject_Vectorcall(plain_python, args, nargs, kwnames);
+    int unset = switches_unset(target_keys);
+    if (unset < 0)
+        return NULL;
+    if (!unset) /* GDP_TARGET or set_target: Python reads the target */
+        return PyObject_Vectorcall(plain_python, args, nargs, kwnames);
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"plain", (PyCFunction)(void (*)(void))plain, METH_FASTCALL | METH_KEYWORDS,
+     "plain(src, out_bytes=0): gdp.cv2.common.plain_image, in C where it can answer."},
     {"configure", configure, METH_VARARGS,
      "configure(ndarray, dispatch_namespace, environ_bytes, switch_keys, sys_modules, running,"
-     " bounds, refused): what every Dispatcher reads."},
+     " bounds, refused, target_keys, plain_image): what every Dispatcher and plain() read."},
     {NULL},
 };
 

@@ -132,24 +132,6 @@ class PythonDispatcher:
         return f"<gdp.cv2 function {self.name}>"
 
 
-try:  # built by `make install` (gdp/cv2/_dispatch.c); tests hold this machine to it
-    from gdp.cv2 import _dispatch
-
-    _dispatch.configure(
-        np.ndarray,
-        vars(dispatch),
-        environ._BYTES,  # None off POSIX: every table answer then goes to runs_opencv
-        dispatch._SWITCHES._keys,
-        sys.modules,
-        _running,
-        dispatch._BOUNDS,
-        refused,
-    )
-    Dispatcher = _dispatch.Dispatcher
-except ImportError:
-    Dispatcher = PythonDispatcher
-
-
 # What gdp's argument handling raises for an argument it refuses: its own cv2.error, and
 # Python's for an overload its signature does not take or a value it cannot read. Anything else
 # (a failure inside gdp that is no GdpError) propagates as it is, never hidden by OpenCV's answer.
@@ -409,7 +391,8 @@ UINT8 = np.dtype(np.uint8)
 def plain_image(src: np.ndarray, out_bytes: int = 0) -> bool:
     """Whether an array is one `image` passes unchanged (non-empty, C-contiguous, HxW or HxWxC
     with 2 to 4 channels) and the host kernels take (on_host, with an output of `out_bytes`):
-    the test of a common call's short path, which skips the general checks."""
+    the test of a common call's short path, which skips the general checks. (gdp/cv2/_dispatch.c
+    answers it from the array's struct where built: see the end of this module.)"""
     return (
         (src.ndim == 2 or (src.ndim == 3 and 2 <= src.shape[2] <= 4))
         and src.size > 0
@@ -433,3 +416,26 @@ def tvm_target() -> bool:
     Runtime (the reference target) or opset 13 (the NPU's) lack: 16-bit integer min and max,
     ScatterND's reduction. Programs that use them pass it as a structural parameter."""
     return environ.default_target().backend.startswith("tvm")
+
+
+plain_image_in_python = plain_image
+
+try:  # built by `make install` (gdp/cv2/_dispatch.c); tests hold this machine to it
+    from gdp.cv2 import _dispatch
+
+    _dispatch.configure(
+        np.ndarray,
+        vars(dispatch),
+        environ._BYTES,  # None off POSIX: every table answer then goes to runs_opencv
+        dispatch._SWITCHES._keys,
+        sys.modules,
+        _running,
+        dispatch._BOUNDS,
+        refused,
+        _TARGET_SWITCH._keys,
+        plain_image_in_python,
+    )
+    Dispatcher = _dispatch.Dispatcher
+    plain_image = _dispatch.plain  # the C one, which asks Python's for what it cannot answer
+except ImportError:
+    Dispatcher = PythonDispatcher

@@ -357,3 +357,48 @@ def test_every_accelerated_function_is_calibrated():
     assert {c.function for c in calls} == set(common.ACCELERATED)
     keys = [c.key for c in calls]
     assert len(keys) == len(set(keys))
+
+
+def test_plain_image_in_c_answers_as_in_python(monkeypatch):
+    """common.plain_image (the C one: a short path's test on every call) against its Python
+    twin, for arrays on each side of every condition, with and without a target switch."""
+    from gdp.cv2 import _dispatch
+
+    assert common.plain_image is _dispatch.plain
+    base = np.zeros((6, 8, 3), np.uint8)
+    arrays = [
+        base,
+        base[..., 0],
+        base[:, :, :1],
+        np.zeros((6, 8, 5), np.uint8),
+        np.zeros((6, 8, 2), np.float32),
+        np.zeros((6, 8, 4), np.float64),
+        base[:, ::2],
+        base[1:3],
+        np.asfortranarray(base[..., 0]),
+        np.zeros((0, 8), np.uint8),
+        np.zeros((6, 0, 3), np.uint8),
+        np.zeros(8, np.uint8),
+        np.zeros((2, 3, 4, 5), np.uint8),
+        np.zeros((1, 1), np.uint8),
+        np.zeros((6, 8), ">u2"),
+        np.zeros((6, 8), np.uint8).view(np.recarray),
+        np.zeros((1 << 14, 1 << 13), np.uint8),  # 2**27 values: Python's answer
+    ]
+    sizes = [{}, {"out_bytes": 10}, {"out_bytes": (1 << 31) - 1}, {"out_bytes": 1 << 31}]
+    try:
+        for target in (None, "cpu", "reference"):
+            if target:
+                monkeypatch.setenv("GDP_TARGET", target)
+            for array in arrays:
+                for given in sizes:
+                    want = common.plain_image_in_python(array, **given)
+                    assert common.plain_image(array, **given) is want, (array.shape, given, target)
+                    if given:
+                        assert common.plain_image(array, given["out_bytes"]) is want
+        monkeypatch.delenv("GDP_TARGET")
+        cv2.set_target("reference")
+        assert common.plain_image(base) is common.plain_image_in_python(base) is False
+    finally:
+        cv2.set_target(None)
+    assert common.plain_image(base) is True
