@@ -94,6 +94,15 @@ def _flip(image, code: int):
 
 @common.accelerate("flip")
 def flip(src, flipCode, dst=None):
+    if (
+        dst is None
+        and src.__class__ is np.ndarray
+        and flipCode.__class__ is int
+        and common.plain_image(src)
+        and src.dtype.isnative
+        and rt_flip.takes(src)
+    ):  # the common call, straight to the kernel (the general path's layers: 5-15 us)
+        return rt_flip.flip(src, 0 if flipCode == 0 else (1 if flipCode > 0 else -1))
     src = common.image("flip", src)
     code = 0 if flipCode == 0 else (1 if flipCode > 0 else -1)
     if _flips_on_host(src):
@@ -120,6 +129,14 @@ def _transpose(image):
 
 @common.accelerate("transpose")
 def transpose(src, dst=None):
+    if (
+        dst is None
+        and src.__class__ is np.ndarray
+        and common.plain_image(src)
+        and src.dtype.isnative
+        and rt_transpose.takes(src)
+    ):  # the common call, straight to the kernel (as flip's)
+        return rt_transpose.move(src, "transpose")
     src = common.image("transpose", src)
     if _moves_on_host(src):
         return _move(src, "transpose", dst)
@@ -171,7 +188,11 @@ def resize(src, dsize, dst=None, fx=0, fy=0, interpolation=_cv2.INTER_LINEAR):
     if (
         dst is None
         and interpolation.__class__ is int
-        and (interpolation == _cv2.INTER_LINEAR or interpolation == _cv2.INTER_AREA)
+        and (
+            interpolation == _cv2.INTER_LINEAR
+            or interpolation == _cv2.INTER_AREA
+            or interpolation == _cv2.INTER_NEAREST
+        )
         and src.__class__ is np.ndarray
         and src.dtype is common.UINT8
         and dsize.__class__ is tuple
@@ -293,7 +314,7 @@ def resize(src, dsize, dst=None, fx=0, fy=0, interpolation=_cv2.INTER_LINEAR):
 
 
 def _fast_resize(src: np.ndarray, dsize: tuple, interpolation: int) -> np.ndarray | None:
-    """resize's common call on the halving or linear kernel, or None where the general path
+    """resize's common call on the nearest, halving or linear kernel, or None where the general path
     decides (another size of dsize, AREA but to half, 2 channels halved, a narrow or
     non-contiguous image, IPP's inexact resizes asked for, another target)."""
     if len(dsize) != 2 or dsize[0].__class__ is not int or dsize[1].__class__ is not int:
@@ -309,6 +330,11 @@ def _fast_resize(src: np.ndarray, dsize: tuple, interpolation: int) -> np.ndarra
         and not _cv2.ipp.useIPP_NotExact()
     ):
         return None
+    if interpolation == _cv2.INTER_NEAREST:  # as the general path's
+        plan = _nearest_plan(
+            src.shape, src.dtype, width, height, 1.0 / (width / w), 1.0 / (height / h)
+        )
+        return rt_nearest.resize_nearest(src, plan)
     if (2 * width, 2 * height) == (w, h):  # OpenCV's area path, for LINEAR too
         if rt_halve.takes(h, w, channels, width, height):
             return rt_halve.resize(src, width, height)

@@ -17,7 +17,8 @@ import pytest
 
 import gdp.cv2 as cv2
 from gdp import model as model_module
-from gdp.cv2 import common, engine
+from gdp.cv2 import engine
+from tests.gdp.cv2.programs_only import programs_only
 
 
 def _sizes(count: int, seed: int, low: int = 20, high: int = 260) -> list[tuple[int, int]]:
@@ -368,7 +369,7 @@ def test_one_program_of_the_others_serves_every_size(name, call, monkeypatch):
 
     assert _compilations(run) == (0 if name in HAND_KERNELS else 1)
     if name in PADS:
-        monkeypatch.setattr(common, "on_host", lambda *args, **kwargs: False)
+        programs_only(monkeypatch)
         assert _compilations(run) == 1
 
 
@@ -387,7 +388,7 @@ def test_one_min_max_loc_program_serves_every_size(monkeypatch):
             assert cv2.minMaxLoc(image) == real.minMaxLoc(image), image.shape
 
     assert _compilations(run) == 0
-    monkeypatch.setattr(common, "on_host", lambda *args, **kwargs: False)
+    programs_only(monkeypatch)
     assert _compilations(run) == 1
 
 
@@ -398,7 +399,7 @@ def test_a_replicated_border_is_computed_inside_its_stencil(monkeypatch):
     cv2.clear_cache()
     # The median's program, which graph mode and the other targets run (on the cpu target,
     # eager medians run gdp.runtime.median's kernel)
-    monkeypatch.setattr(common, "on_host", lambda *args, **kwargs: False)
+    programs_only(monkeypatch)
     image = _photo(67, 91).astype(np.uint16) * 257
     np.testing.assert_array_equal(cv2.medianBlur(image, 3), real.medianBlur(image, 3))
     (model,) = engine._programs.values()

@@ -11,10 +11,10 @@ import skimage.data
 
 import gdp.cv2 as cv2
 from gdp.cv2 import color as gdp_color
-from gdp.cv2 import common
 from gdp.errors import InputError
 from gdp.runtime import color
 from tests.gdp.cv2.one_thread import run_on_one_thread
+from tests.gdp.cv2.programs_only import programs_only
 
 # (code, source channels): every conversion the kernels run, each source channel count.
 CONVERSIONS = [
@@ -166,7 +166,7 @@ def test_photos_views_and_dst():
 
 def test_programs_as_opencv(monkeypatch):
     """Off the host kernels (a chain, a graph, another target runs these programs)."""
-    monkeypatch.setattr(common, "on_host", lambda *a, **k: False)
+    programs_only(monkeypatch)
     cv2.clear_cache()
     for code, channels in CONVERSIONS[::2]:
         src = _image((9, 70), channels)
@@ -180,7 +180,7 @@ def test_programs_as_opencv(monkeypatch):
 def test_programs_of_every_colour_as_opencv(monkeypatch, code):
     """The programs' own arithmetic (HSV's divisions in place of OpenCV's tables, the
     fixed-point shifts as unsigned shifts) on every colour, bit for bit."""
-    monkeypatch.setattr(common, "on_host", lambda *a, **k: False)
+    programs_only(monkeypatch)
     src = _every_colour(3)
     np.testing.assert_array_equal(cv2.cvtColor(src, code), real.cvtColor(src, code))
 

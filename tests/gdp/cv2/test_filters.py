@@ -11,6 +11,7 @@ import gdp
 import gdp.cv2 as cv2
 from tests.conformance import cases_filters
 from tests.conformance.core import check, split_core
+from tests.gdp.cv2.programs_only import programs_only
 
 
 @pytest.mark.parametrize("case", split_core(cases_filters.cases()))
@@ -75,11 +76,9 @@ def test_dst_is_filled_in_place():
 def test_a_chain_in_a_tf_function_compiles_to_fewer_kernels_than_the_calls(monkeypatch):
     import tensorflow as tf
 
-    from gdp.cv2 import common
-
     # The calls one by one through their programs (on the host these three run gdp.runtime's
     # hand kernels, which compile no program to count).
-    monkeypatch.setattr(common, "on_host", lambda *arrays, out_bytes=0: False)
+    programs_only(monkeypatch)
 
     rgb = np.random.default_rng(2).integers(0, 256, (48, 64, 3), dtype=np.uint8)
 

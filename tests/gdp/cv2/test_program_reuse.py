@@ -16,6 +16,7 @@ import pytest
 import gdp.cv2 as cv2
 from gdp.cv2 import engine, kernels
 from tests.conformance.core import REL_1E5, bound, max_error
+from tests.gdp.cv2.programs_only import programs_only
 
 SIZES = [(17, 23), (40, 31), (9, 64)]
 
@@ -25,9 +26,8 @@ def _programs(monkeypatch):
     """The compiled programs, as other targets run them: on the cpu target, eager calls of some
     functions run gdp.runtime's hand kernels instead, which compile no program (where
     gdp.cv2.common.on_host says so; their tests are tests/gdp/cv2/test_*_kernel*.py)."""
-    from gdp.cv2 import common
 
-    monkeypatch.setattr(common, "on_host", lambda *arrays, out_bytes=0: False)
+    programs_only(monkeypatch)
 
 
 def _image(shape, dtype=np.uint8, seed=0):
