@@ -161,8 +161,26 @@ def _rotate(image, code: int):
     return _flip(_transpose(image), 1 if code == _cv2.ROTATE_90_CLOCKWISE else 0)
 
 
+_ROTATIONS = {
+    _cv2.ROTATE_90_CLOCKWISE: "clockwise",
+    _cv2.ROTATE_180: None,  # a flip of both axes
+    _cv2.ROTATE_90_COUNTERCLOCKWISE: "counterclockwise",
+}
+
+
 @common.accelerate("rotate")
 def rotate(src, rotateCode, dst=None):
+    if (
+        dst is None
+        and src.__class__ is np.ndarray
+        and rotateCode.__class__ is int
+        and rotateCode in _ROTATIONS
+        and common.plain_image(src)
+        and src.dtype.isnative
+        and rt_transpose.takes(src)  # flip's too
+    ):  # the common call, straight to the kernel (as flip's)
+        kind = _ROTATIONS[rotateCode]
+        return rt_flip.flip(src, -1) if kind is None else rt_transpose.move(src, kind)
     src = common.image("rotate", src)
     codes = (_cv2.ROTATE_90_CLOCKWISE, _cv2.ROTATE_180, _cv2.ROTATE_90_COUNTERCLOCKWISE)
     if rotateCode not in codes:
