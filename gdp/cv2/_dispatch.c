@@ -1,21 +1,24 @@
-/* The callable every accelerated gdp.cv2 function is (gdp.cv2.common.accelerate): it chooses
- * between OpenCV's own function and gdp's for each eager call, by the dispatch table
- * (gdp.cv2.dispatch), in C.
+/* gdp.cv2's per-call Python, in C: the callable every accelerated function is (Dispatcher, made
+ * by gdp.cv2.common.accelerate), and the short paths' test of a plain image (plain).
  *
- * Why in C: the choice runs on every call, and after a call that streamed more than the L2
- * cache (OpenCV's, a kernel's: the benchmark's order, and a pipeline's) each line of Python
- * and each NumPy attribute it touches comes from memory. On the 2-core VM the Python check
- * (dispatch.runs_opencv) took 9 us there, a 1080p threshold that the table gives to OpenCV
- * 104 us against OpenCV's 91; a plain Python wrapper cost 2. Here the check reads the array's
- * dimensions from its struct and a few dicts.
+ * Why in C: these run on every eager call, and after a call that streamed more than the L2
+ * cache (OpenCV's, a kernel's: the benchmark's order, and a pipeline's) each line of Python and
+ * each NumPy attribute they touch comes from memory. On the 2-core VM the table's check in
+ * Python (dispatch.runs_opencv) took 9 us there, so that a 1080p threshold the table gives to
+ * OpenCV took 104 us against OpenCV's 91 (a plain Python wrapper cost 2); common.accelerate's
+ * wrapper frame 4-5 us more on gdp's path; plain_image in Python 5-8. Here each reads the
+ * array's dimensions and flags from its struct, and a few dicts.
  *
- * What it decides and what it leaves to Python: every case but the common one goes to
+ * A Dispatcher's call: inside another gdp.cv2 call, gdp's function as written (`raw`); where
+ * the dispatch table gives the call to OpenCV, OpenCV's function; else `raw` with
+ * common._running set, an exception handed to common.refused (OpenCV's answer or the error).
+ * What the table's check leaves to Python: every case but the common one goes to
  * dispatch.runs_opencv (looked up on each such call, as tests replace it): a table not read
  * yet (dispatch._rules not a plain dict), a variant value without its own key that is not an
- * int (6.0 and np.int64(6) hash as 6 and have it), a switch set
- * (GDP_CV2_DISPATCH, GDP_CV2_STRICT, GDP_TARGET in os.environ, or a gdp.set_target), a
- * non-POSIX os.environ. The decisions are held to runs_opencv's by
- * tests/gdp/cv2/test_dispatch.py (Dispatcher.runs_opencv answers without calling).
+ * int (6.0 and np.int64(6) hash as 6 and have it), a switch set (GDP_CV2_DISPATCH,
+ * GDP_CV2_STRICT, GDP_TARGET in os.environ, or a gdp.set_target), a non-POSIX os.environ. Its
+ * answers and plain's are held to Python's by tests/gdp/cv2/test_dispatch.py
+ * (Dispatcher.runs_opencv answers without calling).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
