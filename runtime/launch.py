@@ -59,13 +59,9 @@ def run_strips(name: str, source: str, *args) -> None:
     serial twin (run_serial's). Each function looked up here by source, without
     run_host_kernel's frame (3-4 us of a 1080p call after a cache sweep)."""
     if args[-1] == 1:
-        kernel = _serial.get(source)
-        if kernel is None:
-            kernel = _serial[source] = _bound().host_kernel(*serial_twin(name, source))
+        kernel = _serial.get(source) or _serial_kernel(name, source)
     else:
-        kernel = _parallel.get(source)
-        if kernel is None:
-            kernel = _parallel[source] = _bound().host_kernel(name, source)
+        kernel = _parallel.get(source) or _parallel_kernel(name, source)
         _before_run()
     try:
         kernel(*args)
@@ -78,13 +74,21 @@ def run_strips(name: str, source: str, *args) -> None:
 def run_serial(name: str, source: str, *args) -> None:
     """The kernel's serial twin (serial_twin) on this thread, without TVM's pool (nor its
     thread count)."""
-    kernel = _serial.get(source)
-    if kernel is None:
-        kernel = _serial[source] = (_kernels or _bound()).host_kernel(*serial_twin(name, source))
+    kernel = _serial.get(source) or _serial_kernel(name, source)
     try:
         kernel(*args)
     except BufferError:  # a read-only input: run_host_kernel passes it as a copy
         (_kernels or _bound()).run_host_kernel(*serial_twin(name, source), *args)
+
+
+def _serial_kernel(name: str, source: str):
+    kernel = _serial[source] = _bound().host_kernel(*serial_twin(name, source))
+    return kernel
+
+
+def _parallel_kernel(name: str, source: str):
+    kernel = _parallel[source] = _bound().host_kernel(name, source)
+    return kernel
 
 
 @functools.cache

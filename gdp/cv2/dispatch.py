@@ -49,6 +49,9 @@ VARIANTS: dict[str, tuple[int, str, Any]] = {
     # 90 degrees: gdp.runtime.transpose's kernel; 180: the program of a flip
     "rotate": (1, "rotateCode", None),
 }
+# The bits of a variant value that name the variant, where not all do: warpAffine's
+# interpolation, without WARP_INVERSE_MAP.
+VARIANT_MASKS: dict[str, int] = {"warpAffine": _cv2.INTER_MAX}
 
 _lock = threading.Lock()
 _UNSET = object()
@@ -95,9 +98,7 @@ def variant_of(name: str, args: tuple, kwargs: dict) -> int | None:
     value = args[position] if len(args) > position else kwargs.get(keyword, default)
     if value is None:
         return None
-    if name == "warpAffine":
-        return int(value) & _cv2.INTER_MAX  # the interpolation, not WARP_INVERSE_MAP
-    return int(value)
+    return int(value) & VARIANT_MASKS.get(name, -1)
 
 
 def key_of(name: str, args: tuple, kwargs: dict) -> str:
@@ -209,10 +210,9 @@ def _rules_of(entries: dict | None) -> dict[str, tuple]:
     for name, per_variant in _slower_classes(entries).items():
         position, keyword, default = VARIANTS.get(name, (-1, None, None))
         flags = per_variant if position >= 0 else per_variant.get(None)
-        # the bits of an int variant that name it (_variant_flags; -1: all): for the C
-        # dispatcher, which answers a value without a key of its own by them
-        mask = _cv2.INTER_MAX if name == "warpAffine" else -1
-        rules[name] = (position, keyword, default, flags, mask)
+        # the bits of an int variant that name it (-1: all): for the C dispatcher, which
+        # answers a value without a key of its own by them, as _variant_flags
+        rules[name] = (position, keyword, default, flags, VARIANT_MASKS.get(name, -1))
     return rules
 
 
@@ -269,7 +269,7 @@ def _variant_flags(name: str, per_variant: dict, value) -> tuple | None:
         value = int(value)
     except (TypeError, ValueError):
         return None
-    return per_variant.get(value & _cv2.INTER_MAX if name == "warpAffine" else value)
+    return per_variant.get(value & VARIANT_MASKS.get(name, -1))
 
 
 # The switches that turn dispatch off or choose another target than the cpu one.

@@ -94,20 +94,26 @@ def _flip(image, code: int):
 
 @common.accelerate("flip")
 def flip(src, flipCode, dst=None):
-    if (
-        dst is None
-        and src.__class__ is np.ndarray
-        and flipCode.__class__ is int
-        and common.plain_image(src)
-        and src.dtype.isnative
-        and rt_flip.takes(src)
-    ):  # the common call, straight to the kernel (the general path's layers: 5-15 us)
+    if dst is None and flipCode.__class__ is int and _moves_plainly(src):
+        # the common call, straight to the kernel (the general path's layers: 5-15 us)
         return rt_flip.flip(src, 0 if flipCode == 0 else (1 if flipCode > 0 else -1))
     src = common.image("flip", src)
     code = 0 if flipCode == 0 else (1 if flipCode > 0 else -1)
     if _flips_on_host(src):
         return _flip_on_host(src, code, dst)
     return engine.call("flip", _flip, [src], {"code": code}, dst, free=True)
+
+
+def _moves_plainly(src) -> bool:
+    """Whether flip's, transpose's and rotate's common call goes straight to its kernel: a
+    plain image (common.plain_image) in native byte order that the kernels take (flip's
+    `takes` is transpose's)."""
+    return (
+        src.__class__ is np.ndarray
+        and common.plain_image(src)
+        and src.dtype.isnative
+        and rt_transpose.takes(src)
+    )
 
 
 def _flips_on_host(src) -> bool:
@@ -129,13 +135,7 @@ def _transpose(image):
 
 @common.accelerate("transpose")
 def transpose(src, dst=None):
-    if (
-        dst is None
-        and src.__class__ is np.ndarray
-        and common.plain_image(src)
-        and src.dtype.isnative
-        and rt_transpose.takes(src)
-    ):  # the common call, straight to the kernel (as flip's)
+    if dst is None and _moves_plainly(src):  # the common call, straight to the kernel
         return rt_transpose.move(src, "transpose")
     src = common.image("transpose", src)
     if _moves_on_host(src):
@@ -172,13 +172,10 @@ _ROTATIONS = {
 def rotate(src, rotateCode, dst=None):
     if (
         dst is None
-        and src.__class__ is np.ndarray
         and rotateCode.__class__ is int
         and rotateCode in _ROTATIONS
-        and common.plain_image(src)
-        and src.dtype.isnative
-        and rt_transpose.takes(src)  # flip's too
-    ):  # the common call, straight to the kernel (as flip's)
+        and _moves_plainly(src)
+    ):  # the common call, straight to the kernel
         kind = _ROTATIONS[rotateCode]
         return rt_flip.flip(src, -1) if kind is None else rt_transpose.move(src, kind)
     src = common.image("rotate", src)

@@ -675,10 +675,9 @@ def minMaxLoc(src, mask=None):
     return float(lo), float(hi), (ilo % width, ilo // width), (ihi % width, ihi // width)
 
 
-# countNonZero's dtypes (exact: a byte-swapped array is not one), for its short path.
-_NONZERO_DTYPES = frozenset(
-    np.dtype(name) for name in ("uint8", "int8", "uint16", "int16", "int32", "float32")
-)
+# countNonZero's dtypes; as dtypes for its short path (exact: a byte-swapped array is none).
+_NONZERO_NAMES = ("uint8", "int8", "uint16", "int16", "int32", "float32")
+_NONZERO_DTYPES = frozenset(np.dtype(name) for name in _NONZERO_NAMES)
 
 
 @common.accelerate("countNonZero")
@@ -692,9 +691,7 @@ def countNonZero(src):
         # The common call, straight to the kernel (the general path's layers: 10-20 us after
         # a call that swept the caches, where a 1080p gray image's count takes 70).
         return count_non_zero(src)
-    src, graph, reason = _stat_src(
-        "countNonZero", src, accept=("uint8", "int8", "uint16", "int16", "int32", "float32")
-    )
+    src, graph, reason = _stat_src("countNonZero", src, accept=_NONZERO_NAMES)
     _one_channel("countNonZero", src, "cn == 1")
     if reason:
         raise common.NotAccelerated(reason)
