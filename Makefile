@@ -18,12 +18,20 @@ $(STAMP): pyproject.toml
 
 # gdp.cv2's dispatcher in C (gdp/cv2/_dispatch.c), built in place for the venv's Python: the
 # NumPy headers give the array struct's layout (its dimensions are read without a NumPy call).
-DISPATCH_EXT := gdp/cv2/_dispatch$(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+EXT_SUFFIX := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+DISPATCH_EXT := gdp/cv2/_dispatch$(EXT_SUFFIX)
 
 $(DISPATCH_EXT): gdp/cv2/_dispatch.c $(STAMP)
 	$(CC) -O2 -shared -fPIC -Wall -Werror -o $@ $< $$($(BIN)/python -c 'import numpy, sysconfig; print("-I" + sysconfig.get_paths()["include"], "-I" + numpy.get_include())')
 
-install: $(STAMP) $(DISPATCH_EXT)
+# gdp.runtime's strip pool in C (runtime/_strips.c): it calls TVM's compiled kernels through
+# TVM FFI's C ABI (tvm_ffi's headers, installed with it) and links no TVM library.
+STRIPS_EXT := runtime/_strips$(EXT_SUFFIX)
+
+$(STRIPS_EXT): runtime/_strips.c $(STAMP)
+	$(CC) -O2 -shared -fPIC -Wall -Werror -pthread -o $@ $< $$($(BIN)/python -c 'import numpy, os, sysconfig, tvm_ffi; print("-I" + sysconfig.get_paths()["include"], "-I" + numpy.get_include(), "-I" + os.path.join(os.path.dirname(tvm_ffi.__file__), "include"))')
+
+install: $(STAMP) $(DISPATCH_EXT) $(STRIPS_EXT)
 
 demo: install
 	$(BIN)/python samples/demo.py
@@ -46,4 +54,4 @@ test-slow: install
 	$(BIN)/python -m pytest -m slow
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache $(DISPATCH_EXT)
+	rm -rf $(VENV) .pytest_cache .ruff_cache $(DISPATCH_EXT) $(STRIPS_EXT)

@@ -75,6 +75,33 @@ def set_threads(count: int) -> None:
     with _set_lock:
         _threads = count
         _generation += 1
+        for listener in _listeners:
+            listener(_thread_count())
+
+
+# Called with the thread count at once and after each set_threads (gdp.runtime._strips's pool).
+_listeners: list = []
+
+
+def on_threads(listener) -> None:
+    """Calls `listener(count)` with the threads kernels run on now, and again whenever
+    set_threads changes them: the pool of gdp.runtime._strips follows TVM's."""
+    with _set_lock:
+        _listeners.append(listener)
+        listener(_thread_count())
+
+
+def _thread_count() -> int:
+    """The threads set_threads' count (0: the pool's size) gives a kernel: TVM's pool size is
+    TVM_NUM_THREADS, else OMP_NUM_THREADS, else one per physical core (use_every_core)."""
+    from gdp.runtime.backends.tvm.llvm import physical_cores
+
+    size = os.environ.get("TVM_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")
+    try:
+        size = max(1, int(size)) if size else physical_cores()
+    except ValueError:
+        size = physical_cores()
+    return min(_threads, size) if _threads else size
 
 
 def before_run() -> None:
