@@ -43,9 +43,9 @@ def copy(img_handle: T.handle, out_handle: T.handle, strips: T.int32):
     n = T.int32()
     img = T.match_buffer(img_handle, (n,), "uint8", align=1)
     out = T.match_buffer(out_handle, (n,), "uint8", align=1)
-    rows = n // strips
+    per_strip = n // strips
     for s in T.parallel(strips):
-        for i in range(rows * s, T.min(rows * (s + 1), n)):
+        for i in range(per_strip * s, T.if_then_else(s == strips - 1, n, per_strip * (s + 1))):
             out[i] = img[i]
 """
 
@@ -55,7 +55,7 @@ def test_a_twin_runs_a_range_of_strips_and_only_where_the_loop_is_the_last_state
     assert name == "copy_range" and "T.parallel(" not in twin
     assert "strips: T.int32, strip_first: T.int32, strip_last: T.int32" in twin
     assert (
-        launch.range_twin("copy", KERNEL.replace("    rows =", "    out[0] = 1\n    rows ="))
+        launch.range_twin("copy", KERNEL.replace("    per_strip =", "    out[0] = 1\n    per_strip ="))
         is None
     )
     assert launch.range_twin("copy", KERNEL + "    out[0] = img[0]\n") is None
