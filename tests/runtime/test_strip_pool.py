@@ -55,7 +55,9 @@ def test_a_twin_runs_a_range_of_strips_and_only_where_the_loop_is_the_last_state
     assert name == "copy_range" and "T.parallel(" not in twin
     assert "strips: T.int32, strip_first: T.int32, strip_last: T.int32" in twin
     assert (
-        launch.range_twin("copy", KERNEL.replace("    per_strip =", "    out[0] = 1\n    per_strip ="))
+        launch.range_twin(
+            "copy", KERNEL.replace("    per_strip =", "    out[0] = 1\n    per_strip =")
+        )
         is None
     )
     assert launch.range_twin("copy", KERNEL + "    out[0] = img[0]\n") is None
