@@ -170,17 +170,20 @@ def range_twin(name: str, source: str) -> tuple[str, str] | None:
     for line in source[loop.end() :].splitlines():
         if line.strip() and len(line) - len(line.lstrip(" ")) <= indent:
             return None  # a statement after the loop
-    body = source.replace(
+    # Every strip's turn, the body (one level deeper) run for those in the range. Not a loop
+    # from strip_first: TVM 0.27 lost a loop's start where the body had loops bounded by its
+    # variable (HSV2BGR's twin wrote strip 0's rows for every strip); nor s bound from a loop
+    # from 0 (`s = strip_first + strip`), which ran copyMakeBorder's strips 2x slower.
+    head = source[: loop.start()].replace(
         _STRIPS_PARAMETER, f"{_STRIPS_PARAMETER}, strip_first: T.int32, strip_last: T.int32"
     )
-    # s bound inside a loop from 0: a strip loop from strip_first lost its start where its body
-    # had loops of its own bounded by s (TVM 0.27: HSV2BGR's rows wrote strip 0's, measured)
-    first_line = source[loop.end() + 1 :].splitlines()[0]
-    inner = first_line[: len(first_line) - len(first_line.lstrip(" "))]
-    body = body.replace(
-        loop.group(0),
-        f"{loop.group(1)}for strip in range(strip_last - strip_first):\n"
-        f"{inner}s = strip_first + strip",
+    inner = " " * (indent + 4)
+    rest = "\n".join(
+        "    " + line if line.strip() else line for line in source[loop.end() + 1 :].split("\n")
+    )
+    body = (
+        f"{head}{loop.group(1)}for s in range(strips):\n"
+        f"{inner}if strip_first <= s and s < strip_last:\n{rest}"
     )
     return f"{name}_range", body
 
