@@ -1,5 +1,5 @@
 /* gdp.runtime._strips: a kernel's strips run on the calling thread and on helper threads that
- * take them one at a time, the caller never waiting for a helper to wake.
+ * join as they wake, the caller never waiting for a helper to wake.
  *
  * Why: TVM's pool (TVMBackendParallelLaunch) hands every worker its share and waits for all
  * of them; on the 2-core VM an idle worker sleeps, and waking it cost 40-90 us, more than a
@@ -8,8 +8,8 @@
  * strips, or none, as OpenCV's pool does.
  *
  * A kernel comes as its "range twin" (gdp.runtime.launch.range_twin): the same TIR with its
- * strip loop `for s in T.parallel(strips)` as `for s in range(strip_first, strip_last)`, so
- * one call runs the strips [first, last) of `strips`. run() converts the Python arguments to
+ * strip loop `for s in T.parallel(strips)` a plain loop whose body runs for the strips in
+ * [strip_first, strip_last), two parameters after `strips`: one call runs those strips. run() converts the Python arguments to
  * TVM FFI values once (numpy arrays as DLTensors over their data, ints, floats, tvm_ffi
  * Tensors), then each thread calls the twin for strips it claimed. The strips are dealt out in
  * contiguous ranges, one a thread (neighbouring strips write neighbouring memory: dealt one at
@@ -22,7 +22,7 @@
  *
  * The caller releases the GIL while the strips run; helpers never take it. A second Python
  * thread that calls run() while the helpers serve another runs its strips alone, in one call.
- * A helper spins SPIN_NS after a job, then sleeps on a futex. After fork the child has no
+ * A helper polls SPIN_NS after a job, then sleeps on a futex. After fork the child has no
  * helpers; it starts its own at its first job.
  *
  * The function is called through its TVMFFIFunctionCell's safe_call (TVMFFIFunctionCall's
@@ -38,6 +38,7 @@
 
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/syscall.h>
@@ -47,10 +48,15 @@
 #define MAX_ARGS 16
 #define MAX_HELPERS 255
 #define MAX_STRIPS 0xffff
-/* How long an idle helper polls for the next job before it sleeps: long enough for the next
- * kernel of a chain of calls, short enough to leave the core to whatever the process runs
- * next (OpenCV's own threads, in gdp.cv2's benchmark). */
-#define SPIN_NS 50000
+/* How long an idle helper polls for the next job, yielding its core to any thread that wants
+ * it, before it sleeps: waking a sleeper cost its waker 16-35 us on the 2-core VM, as much as
+ * a 1080p countNonZero. Measured there with gdp.cv2's calls interleaved with OpenCV's: 200 us
+ * left OpenCV's own times as they were with TVM's pool (1 ms slowed OpenCV's 1080p BGR2GRAY
+ * from 0.39 to 0.70 ms; a 50 us spin of pauses, not yields, its 480p one from 0.07 to 0.09). */
+#define SPIN_NS 200000
+/* Pauses the caller spins waiting for the last strips before it yields its core instead (a
+ * pause is about 40 ns here: some 40 us). */
+#define WAIT_SPINS 1000
 
 _Static_assert(sizeof(npy_intp) == sizeof(int64_t), "numpy's shape is DLTensor's int64_t");
 
@@ -159,7 +165,7 @@ static void *helper(void *arg) {
     int64_t since = now_ns();
     while (atomic_load_explicit(&wake, memory_order_acquire) == seen) {
       if (now_ns() - since < SPIN_NS) {
-        for (int i = 0; i < 64; i++) relax();
+        sched_yield(); /* not pauses: a thread that wants this core gets it at once */
         continue;
       }
       atomic_fetch_add(&sleepers, 1);
@@ -325,7 +331,12 @@ static PyObject *run(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
     if (atomic_load(&sleepers) > 0)
       syscall(SYS_futex, &wake, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
     work(0);
-    while (atomic_load_explicit(&done, memory_order_acquire) < strips) relax();
+    /* the strips helpers still run: spin, then yield (a helper may share this core) */
+    for (int spins = 0; atomic_load_explicit(&done, memory_order_acquire) < strips; spins++)
+      if (spins < WAIT_SPINS)
+        relax();
+      else
+        sched_yield();
     ok = !atomic_load(&failed);
     pthread_mutex_unlock(&busy);
   }
