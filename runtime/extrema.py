@@ -1,5 +1,5 @@
 """The smallest and largest value of a uint8 or float32 array and where each first occurs, as
-one hand-written TIR kernel for the host CPU: gdp.cv2's minMaxLoc, and normalize's NORM_MINMAX
+two hand-written TIR kernels for the host CPU: gdp.cv2's minMaxLoc, and normalize's NORM_MINMAX
 and NORM_INF of uint8 images.
 
 Why by hand: as a graph, the minimum, the maximum and the two ArgMin/ArgMax ran as four
@@ -7,7 +7,7 @@ reductions through the compiled program: minMaxLoc of a 1080p gray image took 6.
 OpenCV's 0.09, normalize of a 480p gray one 0.73 ms against 0.04. Here each strip of the array
 runs in blocks of BLOCK vectors: a block's lane-wise minima and maxima, then each lane's running
 extreme and the block where it was first reached (a strictly smaller value moves it, an equal
-one does not); a serial epilogue picks the extremes and, among the lanes that hold one, the
+one does not); a second kernel picks the extremes and, among the lanes that hold one, the
 first such block, which the host scans for the first position. A float32 NaN is
 counted, and an array holding one has no extremes here: the caller decides what it means
 (OpenCV's own answers for NaN differ by version).
@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from gdp.errors import InputError
-from gdp.runtime.launch import run_strips, strips_for
+from gdp.runtime.launch import run_serial, run_strips, strips_for
 from gdp.runtime.tir_text import describe, indent
 
 # Values a vector (64 bytes), by dtype.
@@ -52,19 +52,17 @@ hi[{lane}] = T.Select({high} > hi[{lane}], {high}, hi[{lane}])"""
 
 _SOURCE = """
 @T.prim_func
-def {name}(img_handle: T.handle, result_handle: T.handle, strips: T.int32):
+def {name}(
+    img_handle: T.handle, extremes_handle: T.handle, blocks_handle: T.handle, strips: T.int32
+):
     T.func_attr({{"global_symbol": "{name}", "tir.noalias": True}})
     n = T.int32()
     img = T.match_buffer(img_handle, (n,), "{dtype}", align=1)
-    # the smallest value, the largest, the first position of the blocks where each first
-    # occurs, the NaNs
-    result = T.match_buffer(result_handle, (5,), "float64", align=1)
-    # each strip's lanes: extremes, the blocks where they were first reached, NaNs
-    lo_s = T.alloc_buffer(({max_lanes},), "{dtype}")
-    hi_s = T.alloc_buffer(({max_lanes},), "{dtype}")
-    ilo_s = T.alloc_buffer(({max_lanes},), "int32")
-    ihi_s = T.alloc_buffer(({max_lanes},), "int32")
-    nan_s = T.alloc_buffer(({max_lanes},), "int32")
+    # each strip's lanes: their smallest values, then their largest; the blocks where each lane
+    # first reached them, then its NaNs. _COMBINE combines them, a kernel of its own: a strip
+    # loop that is its kernel's last statement runs on gdp.runtime._strips.
+    extremes = T.match_buffer(extremes_handle, ({max_lanes} * 2,), "{dtype}", align=1)
+    blocks = T.match_buffer(blocks_handle, ({max_lanes} * 3,), "int32", align=1)
     for s in T.parallel(strips):
         # A strip's buffers in "global" scope: TVM 0.27 puts a small one on the stack, where
         # LLVM keeps it in registers ("local" ones come from TVM's workspace, in memory: the
@@ -108,31 +106,47 @@ def {name}(img_handle: T.handle, result_handle: T.handle, strips: T.int32):
             for e in range(n // strips * strips // {lanes} * {lanes}, n):
 {tail}
         for i in T.vectorized({lanes}):
-            lo_s[s * {lanes} + i] = lo[i]
-            hi_s[s * {lanes} + i] = hi[i]
-            ilo_s[s * {lanes} + i] = ilo[i]
-            ihi_s[s * {lanes} + i] = ihi[i]
-            nan_s[s * {lanes} + i] = nan[i]
-        nan_s[s * {lanes}] = nan_s[s * {lanes}] + tail_nan[0]
-    # The lanes in order: the extremes, and for each the first block's start among the lanes
-    # that hold it (a block's start: its strip's first position plus the block's).
-    result[0] = T.Cast("float64", lo_s[0])
-    result[1] = T.Cast("float64", hi_s[0])
-    result[2] = T.Cast("float64", ilo_s[0] * {block_values})
-    result[3] = T.Cast("float64", ihi_s[0] * {block_values})
+            extremes[s * {lanes} + i] = lo[i]
+            extremes[{max_lanes} + s * {lanes} + i] = hi[i]
+            blocks[s * {lanes} + i] = ilo[i]
+            blocks[{max_lanes} + s * {lanes} + i] = ihi[i]
+            blocks[{max_lanes} * 2 + s * {lanes} + i] = nan[i]
+        blocks[{max_lanes} * 2 + s * {lanes}] = blocks[{max_lanes} * 2 + s * {lanes}] + tail_nan[0]
+"""
+
+# The strips' lanes in order: the extremes, and for each the first block's start among the
+# lanes that hold it (a block's start: its strip's first position plus the block's).
+_COMBINE = """
+@T.prim_func
+def {name}(
+    extremes_handle: T.handle, blocks_handle: T.handle, result_handle: T.handle, n: T.int32,
+    strips: T.int32
+):
+    T.func_attr({{"global_symbol": "{name}", "tir.noalias": True}})
+    extremes = T.match_buffer(extremes_handle, ({max_lanes} * 2,), "{dtype}", align=1)
+    blocks = T.match_buffer(blocks_handle, ({max_lanes} * 3,), "int32", align=1)
+    # the smallest value, the largest, the first position of the blocks where each first
+    # occurs, the NaNs
+    result = T.match_buffer(result_handle, (5,), "float64", align=1)
+    result[0] = T.Cast("float64", extremes[0])
+    result[1] = T.Cast("float64", extremes[{max_lanes}])
+    result[2] = T.Cast("float64", blocks[0] * {block_values})
+    result[3] = T.Cast("float64", blocks[{max_lanes}] * {block_values})
     result[4] = T.float64(0)
     for j in range(strips * {lanes}):
-        if T.Cast("float64", lo_s[j]) < result[0]:
-            result[0] = T.Cast("float64", lo_s[j])
-            result[2] = T.Cast("float64", {start} + ilo_s[j] * {block_values})
-        elif T.Cast("float64", lo_s[j]) == result[0]:
-            result[2] = T.min(result[2], T.Cast("float64", {start} + ilo_s[j] * {block_values}))
-        if T.Cast("float64", hi_s[j]) > result[1]:
-            result[1] = T.Cast("float64", hi_s[j])
-            result[3] = T.Cast("float64", {start} + ihi_s[j] * {block_values})
-        elif T.Cast("float64", hi_s[j]) == result[1]:
-            result[3] = T.min(result[3], T.Cast("float64", {start} + ihi_s[j] * {block_values}))
-        result[4] = result[4] + T.Cast("float64", nan_s[j])
+        if T.Cast("float64", extremes[j]) < result[0]:
+            result[0] = T.Cast("float64", extremes[j])
+            result[2] = T.Cast("float64", {start} + blocks[j] * {block_values})
+        elif T.Cast("float64", extremes[j]) == result[0]:
+            result[2] = T.min(result[2], T.Cast("float64", {start} + blocks[j] * {block_values}))
+        if T.Cast("float64", extremes[{max_lanes} + j]) > result[1]:
+            result[1] = T.Cast("float64", extremes[{max_lanes} + j])
+            result[3] = T.Cast("float64", {start} + blocks[{max_lanes} + j] * {block_values})
+        elif T.Cast("float64", extremes[{max_lanes} + j]) == result[1]:
+            result[3] = T.min(
+                result[3], T.Cast("float64", {start} + blocks[{max_lanes} + j] * {block_values})
+            )
+        result[4] = result[4] + T.Cast("float64", blocks[{max_lanes} * 2 + j])
 """
 
 
@@ -155,13 +169,26 @@ def source(dtype: str) -> tuple[str, str]:
         lanes=lanes,
         block=BLOCK,
         max_lanes=MAX_STRIPS * lanes,
-        start=f"n // strips * (j // {lanes}) // {lanes} * {lanes}",
-        block_values=BLOCK * lanes,
         vector=indent(vector, 20),
         running=indent(
             _RUNNING_UPDATE.format(lane="i", block="b", low="blo[i]", high="bhi[i]"), 16
         ),
         tail=indent(tail, 16),
+    )
+    return name, text
+
+
+@functools.cache
+def combine_source(dtype: str) -> tuple[str, str]:
+    lanes = LANES[dtype]
+    name = f"extrema_combine_{dtype}_x{lanes}"
+    text = _COMBINE.format(
+        name=name,
+        dtype=dtype,
+        lanes=lanes,
+        max_lanes=MAX_STRIPS * lanes,
+        start=f"n // strips * (j // {lanes}) // {lanes} * {lanes}",
+        block_values=BLOCK * lanes,
     )
     return name, text
 
@@ -195,9 +222,11 @@ def extrema(values: np.ndarray, positions: bool = True) -> Extrema:
         lo, hi = int(np.argmin(flat)), int(np.argmax(flat))
         return Extrema(flat[lo].item(), flat[hi].item(), lo, hi, 0)
     strips = strips_for(flat.nbytes, max(1, min(MAX_STRIPS, n // STRIP_VALUES)))
+    extremes = np.empty(2 * MAX_STRIPS * lanes, flat.dtype)
+    blocks = np.empty(3 * MAX_STRIPS * lanes, np.int32)
     result = np.empty(5, np.float64)
-    name, text = source(dtype)
-    run_strips(name, text, flat, result, strips)
+    run_strips(*source(dtype), flat, extremes, blocks, strips)
+    run_serial(*combine_source(dtype), extremes, blocks, result, n, strips)
     low, high, low_block, high_block, nans = result.tolist()
     if nans:
         return Extrema(float("nan"), float("nan"), -1, -1, int(nans))
