@@ -154,12 +154,6 @@ static void work(int self) {
 
 static void *helper(void *arg) {
   int index = (int)(intptr_t)arg;
-  if (core_count > 0) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cores[(index + 1) % core_count], &set);
-    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-  }
   uint32_t seen = atomic_load(&wake);
   for (;;) {
     int64_t since = now_ns();
@@ -186,6 +180,12 @@ static void start_helpers(void) {
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (core_count > 0) { /* born pinned: no moment where it runs elsewhere */
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(cores[(started + 1) % core_count], &set);
+      pthread_attr_setaffinity_np(&attr, sizeof set, &set);
+    }
     int err = pthread_create(&thread, &attr, helper, (void *)(intptr_t)started);
     pthread_attr_destroy(&attr);
     if (err != 0) { /* run with the helpers there are */
