@@ -54,9 +54,10 @@
  * left OpenCV's own times as they were with TVM's pool (1 ms slowed OpenCV's 1080p BGR2GRAY
  * from 0.39 to 0.70 ms; a 50 us spin of pauses, not yields, its 480p one from 0.07 to 0.09). */
 #define SPIN_NS 200000
-/* Pauses the caller spins waiting for the last strips before it yields its core instead (a
- * pause is about 40 ns here: some 40 us). */
-#define WAIT_SPINS 1000
+/* Pauses the caller spins waiting for a helper's last strips before it yields its core
+ * instead (a pause is about 40 ns here: some 4 us; 1000 measured no better), in case that
+ * helper was put on the caller's core. */
+#define WAIT_SPINS 100
 
 _Static_assert(sizeof(npy_intp) == sizeof(int64_t), "numpy's shape is DLTensor's int64_t");
 
