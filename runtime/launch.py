@@ -12,8 +12,8 @@ thread alone; a module gives small work one strip (SERIAL_BYTES).
 
 A kernel of more strips runs them on gdp.runtime._strips (runtime/_strips.c, built by `make
 install`) where its strip loop is its last statement: the calling thread starts on them at once
-and helper threads take the rest one strip at a time as they wake, so no launch waits for a
-sleeping one (range_twin). Other kernels, and every kernel without the built extension, run on
+and helper threads take the rest as they wake, so no launch waits for a sleeping one
+(range_twin). Other kernels, and every kernel without the built extension, run on
 TVM's pool."""
 
 from __future__ import annotations
@@ -153,9 +153,9 @@ _DECLARATION = re.compile(r"^ *(#.*|T\.func_attr\(.*\)|\w+ = [^\n]*)?$")
 def range_twin(name: str, source: str) -> tuple[str, str] | None:
     """(name, TVMScript) of the kernel that runs strips [strip_first, strip_last) of `strips`
     (two parameters after it): its strip loop `for s in T.parallel(strips)` as a plain loop
-    over that range. None unless that loop is the kernel's one parallel loop and its last
-    statement (a kernel that combines its strips' results after the loop has no twin: each
-    call would combine only its own)."""
+    whose body runs for the strips of that range. None unless that loop is the kernel's one
+    parallel loop and its last statement (a kernel that combines its strips' results after the
+    loop has no twin: each call would combine only its own)."""
     loops = list(_STRIP_LOOP.finditer(source))
     if len(loops) != 1 or source.count("T.parallel(") != 1:
         return None
