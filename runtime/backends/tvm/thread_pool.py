@@ -92,16 +92,10 @@ def on_threads(listener) -> None:
 
 
 def _thread_count() -> int:
-    """The threads set_threads' count (0: the pool's size) gives a kernel: TVM's pool size is
-    TVM_NUM_THREADS, else OMP_NUM_THREADS, else one per physical core (use_every_core)."""
-    from gdp.runtime.backends.tvm.llvm import physical_cores
+    """The threads set_threads' count (0: the pool's size) gives a kernel."""
+    from gdp.runtime.backends.tvm.llvm import pool_threads
 
-    size = os.environ.get("TVM_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")
-    try:
-        size = max(1, int(size)) if size else physical_cores()
-    except ValueError:
-        size = physical_cores()
-    return min(_threads, size) if _threads else size
+    return min(_threads, pool_threads()) if _threads else pool_threads()
 
 
 def before_run() -> None:
