@@ -34,6 +34,11 @@ def test_the_pool_is_built_and_used():
     launch.run_strips(name, text, image, np.empty_like(image), 100, 200, 4)
     function, address = launch._ranged[text]
     assert address == function.__chandle__()
+    # the pool itself runs it (a False here would send every kernel back to TVM's pool, and
+    # every result test would still pass)
+    out = np.zeros_like(image)
+    assert launch._strips.run(address, (image, out, 100, 200, 4)) is True
+    np.testing.assert_array_equal(out, np.where(image > 100, 200, 0))
 
 
 KERNEL = """
